@@ -1,0 +1,413 @@
+r"""``DelayedOptimizer``: a constant gradient delay, and its corrections, around any optimizer.
+
+Notation: :math:`x_t` are the weights at step t, :math:`g_t = g(x_t;\xi_t)` the gradient computed
+there, :math:`U` the wrapped optimizer's step (with its state), :math:`\tau` the delay.
+
+Synchronous (τ = 0) — bit-identical to calling the wrapped optimizer:
+    :math:`x_{t+1} = x_t - U(g_t;\ x_t)`.
+
+Delayed, ``formulation="gradient"`` (default; what the pipeline executor realises — a stage
+runs its optimizer on the newest weights with the gradient that was computed on an older
+version):
+    :math:`x_{t+1} = x_t - U(g_{t-\tau};\ x_t)`, and :math:`x_{t+1} = x_t` while t < τ.
+
+Delayed, ``formulation="update"`` ("apply the previous update"): the update is formed when the
+gradient is, and applied τ steps later:
+    :math:`u_t = U(g_t;\ x_t)`, :math:`x_{t+1} = x_t - u_{t-\tau}`.
+The two agree whenever U does not read the weights (SGD-momentum, Muon or AdamW without weight
+decay); with decoupled weight decay they differ.
+
+Error Feedback (``correction="ef"``), with :math:`u^{(t)}` the update applied at step t and
+:math:`u^{(-1)} = 0`:
+    :math:`x_{t+1} = x_t - 2u^{(t)} + u^{(t-1)}`,
+i.e. for τ = 1, :math:`x_{t+1} = x_t - 2u(t-1) + u(t-2)`. One parameter-sized buffer
+(:math:`u^{(t-1)}`) persists; one more is used transiently during the step.
+
+Taylor compensation (``correction="taylor"``, DC-ASGD):
+    :math:`\hat g = g + \lambda\, g\odot g\odot(x_\text{now} - x_\text{stale})`,
+which needs the weights the gradient was computed on (one copy per pending gradient).
+
+Switches (``sync_start``, ``sync_cooldown``): where the delay drops to 0, every pending gradient
+is applied first, oldest first, each as its own optimizer step (with the correction, since each
+was delayed), then the fresh gradient synchronously — so nothing is dropped and one ``step()``
+call may perform several optimizer steps. Where the delay rises from 0, the pipeline refills:
+the fresh gradient is queued and that call applies nothing. EF memory is cleared by every
+synchronous step (:math:`u^{(-1)} = 0` again at the start of each delayed phase). At the end of
+a run, :meth:`flush` applies whatever is still pending.
+
+After a delayed ``step()`` the parameters' ``.grad`` is ``None``: the gradient tensor itself
+(not a copy) has moved into the queue, which is why the queue costs no more memory than the
+gradients it must remember.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections import deque
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor
+from torch.optim import Optimizer
+
+from .schedule import DelaySchedule
+
+CORRECTIONS = ("none", "ef", "taylor")
+FORMULATIONS = ("gradient", "update")
+
+
+class DelayedOptimizer:
+    """Wrap ``optimizer`` so that its steps consume gradients ``delay`` steps old.
+
+    Args:
+        optimizer: any ``torch.optim.Optimizer``.
+        delay: an integer τ ≥ 0, or one integer per parameter group (original PipeDream:
+            group s of P holds stage s and gets τ_s = P−1−s).
+        correction: ``"none"``, ``"ef"`` (update-level Error Feedback) or ``"taylor"``.
+        taylor_lambda: λ of the Taylor correction.
+        sync_start, sync_cooldown, total_steps: synchronous windows (see module docstring).
+        formulation: ``"gradient"`` or ``"update"`` (see module docstring).
+        track_updates: record ‖u‖ and the drift ‖u^{(t)} − u^{(t−1)}‖ of every applied step
+            in :attr:`stats` (costs the EF buffers even without EF).
+    """
+
+    def __init__(
+        self,
+        optimizer: Optimizer,
+        delay: int | Sequence[int] = 1,
+        correction: str = "none",
+        *,
+        taylor_lambda: float = 0.1,
+        sync_start: int = 0,
+        sync_cooldown: int = 0,
+        total_steps: int | None = None,
+        formulation: str = "gradient",
+        track_updates: bool = False,
+    ) -> None:
+        if not isinstance(optimizer, Optimizer):
+            raise TypeError(
+                f"DelayedOptimizer wraps a torch.optim.Optimizer, got {type(optimizer).__name__}"
+            )
+        if correction not in CORRECTIONS:
+            raise ValueError(f"unknown delay correction {correction!r}; allowed: {CORRECTIONS}")
+        if formulation not in FORMULATIONS:
+            raise ValueError(f"unknown delay formulation {formulation!r}; allowed: {FORMULATIONS}")
+        if correction == "taylor" and formulation != "gradient":
+            raise ValueError(
+                "the Taylor correction modifies the stale gradient, so it needs "
+                "formulation='gradient'"
+            )
+        if not (isinstance(taylor_lambda, (int, float)) and math.isfinite(taylor_lambda)):
+            raise ValueError(f"taylor_lambda must be a finite number, got {taylor_lambda!r}")
+        self.optimizer = optimizer
+        self.schedule = DelaySchedule.build(
+            delay, len(optimizer.param_groups), sync_start, sync_cooldown, total_steps
+        )
+        self.correction = correction
+        self.taylor_lambda = float(taylor_lambda)
+        self.formulation = formulation
+        self.track_updates = track_updates
+        self.step_count = 0
+        n = len(optimizer.param_groups)
+        # queues[g]: pending entries of group g, oldest first. An entry is a list over the
+        # group's params of (tensor or None); for "gradient" the tensor is a gradient (plus a
+        # weight snapshot under Taylor), for "update" it is a finished update u_t.
+        self.queues: list[deque] = [deque() for _ in range(n)]
+        # prev_update[g]: u^{(t-1)} per param of group g (EF memory / drift tracking), or None.
+        self.prev_update: list[list[Tensor | None] | None] = [None] * n
+        self.stats: list[dict[str, float]] = []
+
+    # -- forwarding -----------------------------------------------------------------------
+    @property
+    def param_groups(self):
+        return self.optimizer.param_groups
+
+    @property
+    def state(self):
+        return self.optimizer.state
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        self.optimizer.zero_grad(set_to_none=set_to_none)
+
+    def delay_at(self, step: int, group: int = 0) -> int:
+        return self.schedule.delay_at(step, group)
+
+    def pending(self) -> int:
+        """Number of gradients (or updates) waiting, over all groups."""
+        return sum(len(q) for q in self.queues)
+
+    # -- the step ---------------------------------------------------------------------------
+    @torch.no_grad()
+    def step(self, closure=None):
+        """Consume this step's gradients (in ``.grad``) and apply whatever is due now."""
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        t = self.step_count
+        groups = self.optimizer.param_groups
+        delays = [self.schedule.delay_at(t, g) for g in range(len(groups))]
+        if all(d == 0 for d in delays) and self.pending() == 0:
+            # Plain synchronous step: exactly the wrapped optimizer.
+            self._clear_memory(range(len(groups)))
+            if self.track_updates:
+                self._run_round({g: False for g in range(len(groups))})
+            else:
+                self.optimizer.step()
+            self.step_count += 1
+            return loss
+        if self.formulation == "update":
+            self._step_update_formulation(delays)
+        else:
+            self._step_gradient_formulation(delays)
+        self.step_count += 1
+        return loss
+
+    def _step_gradient_formulation(self, delays: list[int]) -> None:
+        groups = self.optimizer.param_groups
+        due: dict[int, list[tuple[list, bool]]] = {}
+        for g, group in enumerate(groups):
+            entry = []
+            for p in group["params"]:
+                grad = p.grad
+                snap = p.detach().clone() if (self.correction == "taylor" and grad is not None) \
+                    else None
+                entry.append((grad, snap))
+                p.grad = None
+            q = self.queues[g]
+            q.append((entry, True))
+            out = []
+            while len(q) > delays[g]:
+                e, _ = q.popleft()
+                # An entry applied in the call that queued it was not delayed.
+                out.append((e, e is not entry))
+            due[g] = out
+        rounds = max(len(v) for v in due.values())
+        for r in range(rounds):
+            active = {}
+            for g, items in due.items():
+                if r < len(items):
+                    entry, delayed = items[r]
+                    for p, (grad, snap) in zip(groups[g]["params"], entry):
+                        if grad is not None and delayed and self.correction == "taylor":
+                            grad = taylor_compensate(grad, p, snap, self.taylor_lambda)
+                        p.grad = grad
+                    active[g] = delayed
+            self._run_round(active)
+            for g in active:
+                for p in groups[g]["params"]:
+                    p.grad = None
+
+    def _step_update_formulation(self, delays: list[int]) -> None:
+        groups = self.optimizer.param_groups
+        # Form u_t = U(g_t; x_t) now, leave the weights untouched, queue u_t.
+        snapshots = {g: [p.detach().clone() for p in groups[g]["params"]]
+                     for g in range(len(groups))}
+        with self._only_groups(list(range(len(groups)))):
+            self.optimizer.step()
+        for g, group in enumerate(groups):
+            entry = []
+            for p, before in zip(group["params"], snapshots[g]):
+                if p.grad is None:
+                    entry.append(None)
+                else:
+                    entry.append(before - p.detach())
+                p.copy_(before)
+                p.grad = None
+            self.queues[g].append(entry)
+            q = self.queues[g]
+            while len(q) > delays[g]:
+                e = q.popleft()
+                self._apply_updates(g, e, delayed=e is not entry)
+
+    # -- corrections ------------------------------------------------------------------------
+    def _run_round(self, active: dict[int, bool]) -> None:
+        """One wrapped-optimizer step over the groups in ``active`` (group → was delayed)."""
+        groups = self.optimizer.param_groups
+        need_u = {g for g, delayed in active.items()
+                  if (delayed and self.correction == "ef") or self.track_updates}
+        before = {g: [p.detach().clone() if p.grad is not None else None
+                      for p in groups[g]["params"]] for g in need_u}
+        with self._only_groups(sorted(active)):
+            self.optimizer.step()
+        for g in need_u:
+            updates = [None if b is None else b - p.detach()
+                       for p, b in zip(groups[g]["params"], before[g])]
+            delayed = active[g]
+            if delayed and self.correction == "ef":
+                # x_{t+1} = x_t - 2u + u_prev = (x_t - u) - u + u_prev
+                prev = self.prev_update[g]
+                for i, (p, u) in enumerate(zip(groups[g]["params"], updates)):
+                    if u is None:
+                        continue
+                    p.sub_(u)
+                    if prev is not None and prev[i] is not None:
+                        p.add_(prev[i])
+            self._record(g, updates)
+            if delayed or self.track_updates:
+                self.prev_update[g] = updates
+        for g, delayed in active.items():
+            if not delayed and not self.track_updates:
+                self.prev_update[g] = None
+
+    def _apply_updates(self, g: int, entry: list, delayed: bool) -> None:
+        """``update`` formulation: x ← x − u (plain) or x ← x − 2u + u_prev (EF)."""
+        params = self.optimizer.param_groups[g]["params"]
+        prev = self.prev_update[g]
+        for i, (p, u) in enumerate(zip(params, entry)):
+            if u is None:
+                continue
+            scale = 2.0 if (delayed and self.correction == "ef") else 1.0
+            p.sub_(u, alpha=scale)
+            if delayed and self.correction == "ef" and prev is not None and prev[i] is not None:
+                p.add_(prev[i])
+        self._record(g, entry)
+        self.prev_update[g] = entry if (delayed or self.track_updates) else None
+
+    def _record(self, g: int, updates: list) -> None:
+        if not self.track_updates:
+            return
+        prev = self.prev_update[g]
+        sq_u = sum(float(u.double().pow(2).sum()) for u in updates if u is not None)
+        sq_d = 0.0
+        if prev is not None:
+            for u, v in zip(updates, prev):
+                if u is not None and v is not None:
+                    sq_d += float((u.double() - v.double()).pow(2).sum())
+                elif u is not None:
+                    sq_d += float(u.double().pow(2).sum())
+        self.stats.append({"step": self.step_count, "group": g,
+                           "update_norm": math.sqrt(sq_u), "drift_norm": math.sqrt(sq_d)})
+
+    def _clear_memory(self, groups) -> None:
+        if not self.track_updates:
+            for g in groups:
+                self.prev_update[g] = None
+
+    @contextlib.contextmanager
+    def _only_groups(self, indices: list[int]):
+        """Let the wrapped optimizer see only some groups, so the others' state (step counts,
+        bias corrections) does not advance on a call that has nothing for them."""
+        original = self.optimizer.param_groups
+        if len(indices) == len(original):
+            yield
+            return
+        self.optimizer.param_groups = [original[i] for i in indices]
+        try:
+            yield
+        finally:
+            self.optimizer.param_groups = original
+
+    # -- end of run, external use ---------------------------------------------------------------
+    @torch.no_grad()
+    def flush(self) -> int:
+        """Apply every pending gradient/update now, oldest first; returns how many rounds ran."""
+        rounds = 0
+        groups = self.optimizer.param_groups
+        while self.pending():
+            if self.formulation == "update":
+                for g, q in enumerate(self.queues):
+                    if q:
+                        self._apply_updates(g, q.popleft(), delayed=True)
+            else:
+                active = {}
+                for g, q in enumerate(self.queues):
+                    if q:
+                        entry, _ = q.popleft()
+                        for p, (grad, snap) in zip(groups[g]["params"], entry):
+                            if grad is not None and self.correction == "taylor":
+                                grad = taylor_compensate(grad, p, snap, self.taylor_lambda)
+                            p.grad = grad
+                        active[g] = True
+                self._run_round(active)
+                for g in active:
+                    for p in groups[g]["params"]:
+                        p.grad = None
+            rounds += 1
+        return rounds
+
+    @torch.no_grad()
+    def apply_stale(self, delay: int | Sequence[int], stale_params: Sequence | None = None) -> None:
+        """Apply the gradients now in ``.grad``, which were computed ``delay`` steps ago.
+
+        This is how the pipeline executor uses the delay core: the staleness comes from its
+        weight versions, not from a queue, and this call applies exactly the corrected step that
+        :meth:`step` applies to a dequeued gradient. ``stale_params`` (per group, per param) are
+        the weights the gradient was computed on, needed by the Taylor correction.
+        """
+        groups = self.optimizer.param_groups
+        delays = [delay] * len(groups) if isinstance(delay, int) else list(delay)
+        active = {}
+        for g, group in enumerate(groups):
+            delayed = delays[g] > 0
+            if delayed and self.correction == "taylor":
+                if stale_params is None:
+                    raise ValueError("the Taylor correction needs stale_params")
+                for p, snap in zip(group["params"], stale_params[g]):
+                    if p.grad is not None:
+                        p.grad = taylor_compensate(p.grad, p, snap, self.taylor_lambda)
+            active[g] = delayed
+        self._run_round(active)
+        self.step_count += 1
+
+    # -- checkpointing ---------------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        """Wrapped optimizer state + pending queue + EF memory + step counter."""
+        if self.formulation == "update":
+            queues = [[list(e) for e in q] for q in self.queues]
+        else:
+            queues = [[[list(pair) for pair in e] for e, _ in q] for q in self.queues]
+        return {
+            "optimizer": self.optimizer.state_dict(),
+            "step_count": self.step_count,
+            "queues": queues,
+            "prev_update": [None if pu is None else list(pu) for pu in self.prev_update],
+            "config": {"delays": list(self.schedule.delays), "correction": self.correction,
+                       "formulation": self.formulation},
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        cfg = state["config"]
+        mine = {"delays": list(self.schedule.delays), "correction": self.correction,
+                "formulation": self.formulation}
+        if cfg != mine:
+            raise ValueError(f"checkpoint was made with delay settings {cfg}, this run has {mine}")
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.step_count = int(state["step_count"])
+        if self.formulation == "update":
+            self.queues = [deque(list(e) for e in q) for q in state["queues"]]
+        else:
+            self.queues = [deque(([tuple(pair) for pair in e], True) for e in q)
+                           for q in state["queues"]]
+        self.prev_update = [None if pu is None else list(pu) for pu in state["prev_update"]]
+
+    def extra_bytes(self) -> int:
+        """Bytes held by the delay core itself (queues + EF memory), excluding the optimizer."""
+        seen = set()
+        total = 0
+
+        def add(t):
+            nonlocal total
+            if t is not None and id(t) not in seen:
+                seen.add(id(t))
+                total += t.numel() * t.element_size()
+
+        for q in self.queues:
+            for item in q:
+                entry = item if self.formulation == "update" else item[0]
+                for x in entry:
+                    if isinstance(x, tuple):
+                        for t in x:
+                            add(t)
+                    else:
+                        add(x)
+        for pu in self.prev_update:
+            for t in pu or ():
+                add(t)
+        return total
+
+
+def taylor_compensate(grad: Tensor, x_now: Tensor, x_stale: Tensor, lam: float) -> Tensor:
+    r"""DC-ASGD: :math:`\hat g = g + \lambda\, g\odot g\odot(x_\text{now} - x_\text{stale})`."""
+    return grad + lam * grad * grad * (x_now.detach() - x_stale)

@@ -1,0 +1,15 @@
+"""Optimizers: Muon (batched Newton–Schulz) and the baselines, behind ``build_optimizer``."""
+
+from .build import OPTIMIZERS, build_optimizer, split_muon_params
+from .muon import Muon, adjusted_lr
+from .newton_schulz import newton_schulz, singular_value_band
+
+__all__ = [
+    "OPTIMIZERS",
+    "Muon",
+    "adjusted_lr",
+    "build_optimizer",
+    "newton_schulz",
+    "singular_value_band",
+    "split_muon_params",
+]

@@ -1,0 +1,83 @@
+"""``build_optimizer``: one entry point from a name and hyper-parameters to an optimizer."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable
+
+import torch
+from torch import nn
+from torch.optim import Optimizer
+
+from .muon import Muon
+
+# Names that mark embedding / output-head matrices: 2-D, but not hidden layers, so Muon's
+# "orthogonalize the whole matrix" does not apply to them (Jordan et al.; Moonlight).
+DEFAULT_NON_MUON_PATTERN = r"(^|\.)(embed|embed_tokens|tok_embeddings|wte|wpe|lm_head|head|output)(\.|$)"
+
+OPTIMIZERS = ("adamw", "muon", "soap", "adan", "lion", "mars")
+
+
+def split_muon_params(
+    named_parameters: Iterable[tuple[str, nn.Parameter]],
+    non_muon_pattern: str = DEFAULT_NON_MUON_PATTERN,
+) -> tuple[list[nn.Parameter], list[nn.Parameter]]:
+    """Hidden 2-D/3-D matrices → Muon; embeddings, head (by name), norms and biases (by shape)
+    → AdamW. Returns ``(muon_params, adamw_params)``; shared (tied) tensors appear once."""
+    muon, other, seen = [], [], set()
+    rx = re.compile(non_muon_pattern)
+    for name, p in named_parameters:
+        if not p.requires_grad or id(p) in seen:
+            continue
+        seen.add(id(p))
+        if p.ndim in (2, 3) and not rx.search(name):
+            muon.append(p)
+        else:
+            other.append(p)
+    return muon, other
+
+
+def _require_finite(name: str, value) -> None:
+    if not (isinstance(value, (int, float)) and math.isfinite(value)):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+
+
+def build_optimizer(name: str, named_parameters, **hparams) -> Optimizer:
+    """Build optimizer ``name`` over ``named_parameters`` (an iterable of ``(name, param)``).
+
+    ``muon`` returns one :class:`~asyncpp.optim.Muon` with a Muon group for hidden matrices and
+    an AdamW group for everything else (``adamw_*`` hyper-parameters; ``non_muon_pattern``
+    overrides the name rule). Other names build the corresponding single optimizer over all
+    parameters.
+    """
+    name = str(name).lower()
+    if name not in OPTIMIZERS:
+        raise ValueError(f"unknown optimizer {name!r}; allowed: {', '.join(OPTIMIZERS)}")
+    named = list(named_parameters)
+    if "lr" in hparams:
+        _require_finite("lr", hparams["lr"])
+    if name == "muon":
+        pattern = hparams.pop("non_muon_pattern", DEFAULT_NON_MUON_PATTERN)
+        muon_params, other = split_muon_params(named, pattern)
+        if not muon_params:
+            raise ValueError(
+                "optimizer 'muon' found no hidden matrix parameters (2-D/3-D tensors whose names "
+                f"do not match {pattern!r}); use 'adamw' for this model or change non_muon_pattern"
+            )
+        groups = [{"params": muon_params, "use_muon": True}]
+        if other:
+            groups.append({"params": other, "use_muon": False})
+        return Muon(groups, **hparams)
+    params = [p for _, p in named if p.requires_grad]
+    if name == "adamw":
+        betas = hparams.pop("betas", (0.9, 0.95))
+        if "momentum" in hparams:
+            betas = (hparams.pop("momentum"), betas[1])
+        for b in betas:
+            if not 0.0 <= b < 1.0:
+                raise ValueError(f"AdamW betas must lie in [0, 1), got {betas!r}")
+        return torch.optim.AdamW(params, betas=betas, **hparams)
+    from . import baselines
+
+    return baselines.build(name, params, **hparams)
