@@ -21,7 +21,11 @@ Error Feedback (``correction="ef"``), with :math:`u^{(t)}` the update applied at
 :math:`u^{(-1)} = 0`:
     :math:`x_{t+1} = x_t - 2u^{(t)} + u^{(t-1)}`,
 i.e. for τ = 1, :math:`x_{t+1} = x_t - 2u(t-1) + u(t-2)`. One parameter-sized buffer
-(:math:`u^{(t-1)}`) persists; one more is used transiently during the step.
+(:math:`u^{(t-1)}`) persists; one more is used transiently during the step. Only the EF
+recursion reads or writes that memory (``track_updates`` keeps its own copy for the drift
+statistic, so turning it on never changes a trajectory). Summing the recursion,
+:math:`x_{T+1} = x_\tau - \sum u^{(t)} - u^{(T)}`: EF ends one update *ahead* of the plain
+delayed sequence (it extrapolates); neither a cooldown nor :meth:`flush` takes that back.
 
 Taylor compensation (``correction="taylor"``, DC-ASGD):
     :math:`\hat g = g + \lambda\, g\odot g\odot(x_\text{now} - x_\text{stale})`,
@@ -29,11 +33,23 @@ which needs the weights the gradient was computed on (one copy per pending gradi
 
 Switches (``sync_start``, ``sync_cooldown``): where the delay drops to 0, every pending gradient
 is applied first, oldest first, each as its own optimizer step (with the correction, since each
-was delayed), then the fresh gradient synchronously — so nothing is dropped and one ``step()``
-call may perform several optimizer steps. Where the delay rises from 0, the pipeline refills:
-the fresh gradient is queued and that call applies nothing. EF memory is cleared by every
-synchronous step (:math:`u^{(-1)} = 0` again at the start of each delayed phase). At the end of
-a run, :meth:`flush` applies whatever is still pending.
+was delayed), then the fresh gradient without correction — so nothing is dropped and one
+``step()`` call may perform several optimizer steps (τ_g + 1 for group g). The fresh gradient
+was computed at :math:`x_t`, before the drain moved the weights; e.g. τ = 1 with the cooldown
+starting at t: :math:`x' = x_t - U(g_{t-1};\,x_t)`, :math:`x_{t+1} = x' - U(g_t;\,x')`, and
+synchronous from t+1 on. Where the delay rises from 0, the pipeline refills: the fresh gradient
+is queued and that call applies nothing (:math:`x_{N+1} = x_N` at t = N = ``sync_start``, then
+:math:`x_{t+1} = x_t - U(g_{t-\tau};\,x_t)`). EF memory is cleared by every synchronous step
+(:math:`u^{(-1)} = 0` again at the start of each delayed phase). At the end of a run,
+:meth:`flush` applies whatever is still pending (oldest first, one optimizer step per
+gradient, corrected). Invariant, tested: after :meth:`flush`, the wrapped optimizer has made
+exactly one step per ``step()`` call and group (``"gradient"``), or every formed update has
+been applied exactly once (``"update"``).
+
+Memory (measured by :meth:`extra_bytes`, fp32): τ pending gradients = 4τ bytes/parameter
+(delay 1: 4); EF adds one update buffer (+4, delay 1 + EF: 8); Taylor adds one weight
+snapshot per pending gradient (+4τ); the ``"update"`` formulation queues τ updates instead of
+gradients (same 4τ).
 
 After a delayed ``step()`` the parameters' ``.grad`` is ``None``: the gradient tensor itself
 (not a copy) has moved into the queue, which is why the queue costs no more memory than the
@@ -69,7 +85,8 @@ class DelayedOptimizer:
         sync_start, sync_cooldown, total_steps: synchronous windows (see module docstring).
         formulation: ``"gradient"`` or ``"update"`` (see module docstring).
         track_updates: record ‖u‖ and the drift ‖u^{(t)} − u^{(t−1)}‖ of every applied step
-            in :attr:`stats` (costs the EF buffers even without EF).
+            in :attr:`stats` (keeps one update-sized buffer per parameter for the drift;
+            never changes the trajectory).
     """
 
     def __init__(
@@ -114,8 +131,11 @@ class DelayedOptimizer:
         # group's params of (tensor or None); for "gradient" the tensor is a gradient (plus a
         # weight snapshot under Taylor), for "update" it is a finished update u_t.
         self.queues: list[deque] = [deque() for _ in range(n)]
-        # prev_update[g]: u^{(t-1)} per param of group g (EF memory / drift tracking), or None.
+        # prev_update[g]: the EF memory u^{(t-1)} per param of group g, or None (u^{(-1)} = 0).
+        # Only the EF recursion writes it, so track_updates never changes the trajectory.
         self.prev_update: list[list[Tensor | None] | None] = [None] * n
+        # last_applied[g]: the previous applied update, kept only for the drift statistic.
+        self.last_applied: list[list[Tensor | None] | None] = [None] * n
         self.stats: list[dict[str, float]] = []
 
     # -- forwarding -----------------------------------------------------------------------
@@ -245,10 +265,10 @@ class DelayedOptimizer:
                     if prev is not None and prev[i] is not None:
                         p.add_(prev[i])
             self._record(g, updates)
-            if delayed or self.track_updates:
+            if delayed and self.correction == "ef":
                 self.prev_update[g] = updates
         for g, delayed in active.items():
-            if not delayed and not self.track_updates:
+            if not (delayed and self.correction == "ef"):
                 self.prev_update[g] = None
 
     def _apply_updates(self, g: int, entry: list, delayed: bool) -> None:
@@ -263,12 +283,13 @@ class DelayedOptimizer:
             if delayed and self.correction == "ef" and prev is not None and prev[i] is not None:
                 p.add_(prev[i])
         self._record(g, entry)
-        self.prev_update[g] = entry if (delayed or self.track_updates) else None
+        self.prev_update[g] = entry if (delayed and self.correction == "ef") else None
 
     def _record(self, g: int, updates: list) -> None:
         if not self.track_updates:
             return
-        prev = self.prev_update[g]
+        prev = self.last_applied[g]
+        self.last_applied[g] = updates
         sq_u = sum(float(u.double().pow(2).sum()) for u in updates if u is not None)
         sq_d = 0.0
         if prev is not None:
@@ -281,9 +302,8 @@ class DelayedOptimizer:
                            "update_norm": math.sqrt(sq_u), "drift_norm": math.sqrt(sq_d)})
 
     def _clear_memory(self, groups) -> None:
-        if not self.track_updates:
-            for g in groups:
-                self.prev_update[g] = None
+        for g in groups:
+            self.prev_update[g] = None
 
     @contextlib.contextmanager
     def _only_groups(self, indices: list[int]):
@@ -336,8 +356,19 @@ class DelayedOptimizer:
         :meth:`step` applies to a dequeued gradient. ``stale_params`` (per group, per param) are
         the weights the gradient was computed on, needed by the Taylor correction.
         """
+        if self.formulation != "gradient":
+            raise ValueError(
+                "apply_stale realises the 'gradient' formulation (the optimizer runs now on a "
+                f"stale gradient); this wrapper uses formulation={self.formulation!r}"
+            )
         groups = self.optimizer.param_groups
         delays = [delay] * len(groups) if isinstance(delay, int) else list(delay)
+        if len(delays) != len(groups) or any(
+                isinstance(d, bool) or not isinstance(d, int) or d < 0 for d in delays):
+            raise ValueError(
+                f"apply_stale needs one non-negative integer delay, or one per parameter group "
+                f"({len(groups)}), got {delay!r}"
+            )
         active = {}
         for g, group in enumerate(groups):
             delayed = delays[g] > 0
@@ -363,6 +394,7 @@ class DelayedOptimizer:
             "step_count": self.step_count,
             "queues": queues,
             "prev_update": [None if pu is None else list(pu) for pu in self.prev_update],
+            "last_applied": [None if u is None else list(u) for u in self.last_applied],
             "config": {"delays": list(self.schedule.delays), "correction": self.correction,
                        "formulation": self.formulation},
         }
@@ -373,6 +405,14 @@ class DelayedOptimizer:
                 "formulation": self.formulation}
         if cfg != mine:
             raise ValueError(f"checkpoint was made with delay settings {cfg}, this run has {mine}")
+        for g, (group, q) in enumerate(zip(self.optimizer.param_groups, state["queues"])):
+            for e in q:
+                if len(e) != len(group["params"]):
+                    raise ValueError(
+                        f"checkpoint queue entry of parameter group {g} holds {len(e)} tensors, "
+                        f"the group has {len(group['params'])} parameters; load it into the "
+                        "same model and optimizer layout it was saved from"
+                    )
         self.optimizer.load_state_dict(state["optimizer"])
         self.step_count = int(state["step_count"])
         if self.formulation == "update":
@@ -381,6 +421,8 @@ class DelayedOptimizer:
             self.queues = [deque(([tuple(pair) for pair in e], True) for e in q)
                            for q in state["queues"]]
         self.prev_update = [None if pu is None else list(pu) for pu in state["prev_update"]]
+        self.last_applied = [None if u is None else list(u)
+                             for u in state.get("last_applied", [None] * len(self.queues))]
 
     def extra_bytes(self) -> int:
         """Bytes held by the delay core itself (queues + EF memory), excluding the optimizer."""
@@ -402,7 +444,7 @@ class DelayedOptimizer:
                             add(t)
                     else:
                         add(x)
-        for pu in self.prev_update:
+        for pu in (*self.prev_update, *self.last_applied):
             for t in pu or ():
                 add(t)
         return total

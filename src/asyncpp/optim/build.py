@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import math
+import inspect
 import re
 from collections.abc import Iterable
 
@@ -10,11 +10,15 @@ import torch
 from torch import nn
 from torch.optim import Optimizer
 
+from . import baselines
+from .baselines import check_lr, check_momentum
 from .muon import Muon
 
 # Names that mark embedding / output-head matrices: 2-D, but not hidden layers, so Muon's
 # "orthogonalize the whole matrix" does not apply to them (Jordan et al.; Moonlight).
-DEFAULT_NON_MUON_PATTERN = r"(^|\.)(embed|embed_tokens|tok_embeddings|wte|wpe|lm_head|head|output)(\.|$)"
+DEFAULT_NON_MUON_PATTERN = (
+    r"(^|\.)(embed|embed_tokens|tok_embeddings|wte|wpe|lm_head|head|output)(\.|$)"
+)
 
 OPTIMIZERS = ("adamw", "muon", "soap", "adan", "lion", "mars")
 
@@ -38,9 +42,16 @@ def split_muon_params(
     return muon, other
 
 
-def _require_finite(name: str, value) -> None:
-    if not (isinstance(value, (int, float)) and math.isfinite(value)):
-        raise ValueError(f"{name} must be a finite number, got {value!r}")
+def _reject_unknown(name: str, hparams: dict, cls, extra: tuple[str, ...] = ()) -> None:
+    """Unknown keyword → ValueError naming it and the allowed ones (not a TypeError from torch)."""
+    allowed = [k for k in inspect.signature(cls).parameters if k not in ("params", "self")]
+    allowed += list(extra)
+    unknown = sorted(set(hparams) - set(allowed))
+    if unknown:
+        raise ValueError(
+            f"unknown hyper-parameter(s) {unknown} for optimizer {name!r}; "
+            f"allowed: {', '.join(allowed)}"
+        )
 
 
 def build_optimizer(name: str, named_parameters, **hparams) -> Optimizer:
@@ -56,9 +67,12 @@ def build_optimizer(name: str, named_parameters, **hparams) -> Optimizer:
         raise ValueError(f"unknown optimizer {name!r}; allowed: {', '.join(OPTIMIZERS)}")
     named = list(named_parameters)
     if "lr" in hparams:
-        _require_finite("lr", hparams["lr"])
+        check_lr(hparams["lr"])
+    if "momentum" in hparams:
+        hparams["momentum"] = check_momentum(hparams["momentum"])
     if name == "muon":
         pattern = hparams.pop("non_muon_pattern", DEFAULT_NON_MUON_PATTERN)
+        _reject_unknown(name, hparams, Muon, ("non_muon_pattern",))
         muon_params, other = split_muon_params(named, pattern)
         if not muon_params:
             raise ValueError(
@@ -71,13 +85,12 @@ def build_optimizer(name: str, named_parameters, **hparams) -> Optimizer:
         return Muon(groups, **hparams)
     params = [p for _, p in named if p.requires_grad]
     if name == "adamw":
-        betas = hparams.pop("betas", (0.9, 0.95))
+        _reject_unknown(name, hparams, torch.optim.AdamW, ("momentum",))
+        betas = tuple(hparams.pop("betas", (0.9, 0.95)))
         if "momentum" in hparams:
             betas = (hparams.pop("momentum"), betas[1])
         for b in betas:
             if not 0.0 <= b < 1.0:
                 raise ValueError(f"AdamW betas must lie in [0, 1), got {betas!r}")
         return torch.optim.AdamW(params, betas=betas, **hparams)
-    from . import baselines
-
     return baselines.build(name, params, **hparams)

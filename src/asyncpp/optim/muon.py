@@ -4,7 +4,8 @@ r"""Muon: momentum orthogonalized by Newton–Schulz, with an AdamW side for non
     \begin{aligned}
     &B_t = \beta B_{t-1} + (1-\beta)\, g_t
         &&\text{(EMA momentum; torch's ``lerp``)}\\
-    &\tilde B_t = \begin{cases}(1-\beta)\,g_t + \beta B_t & \text{nesterov}\\ B_t & \text{otherwise}\end{cases}\\
+    &\tilde B_t = \begin{cases}(1-\beta)\,g_t + \beta B_t & \text{nesterov}\\
+        B_t & \text{otherwise}\end{cases}\\
     &O_t = \mathrm{NS}^{(a,b,c)}_k(\tilde B_t)
         &&\text{(per matrix; 3-D stacks per leading index)}\\
     &\theta_t = (1 - \gamma\lambda)\,\theta_{t-1} - \gamma\, r(A, B)\, O_t
@@ -212,6 +213,6 @@ def adamw_update_(p: Tensor, grad: Tensor, state: dict, lr: float, beta1: float,
     state["exp_avg"].lerp_(grad, 1 - beta1)
     state["exp_avg_sq"].mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
     bias1 = 1 - beta1 ** t
-    bias2_sqrt = math.sqrt(1 - beta2 ** t)
+    bias2_sqrt = (1 - beta2 ** t) ** 0.5  # as torch.optim.AdamW (not math.sqrt)
     denom = (state["exp_avg_sq"].sqrt() / bias2_sqrt).add_(eps)
     p.addcdiv_(state["exp_avg"], denom, value=-lr / bias1)
