@@ -1,0 +1,122 @@
+r"""Pipeline parallelism: schedules as data, a timing simulator, and a multi-process executor.
+
+Schedules (GPipe, 1F1B with flush, original PipeDream, PipeDream-2BW) are plain per-stage action
+lists (:mod:`asyncpp.pipeline.schedules`), analysed and drawn without any communication
+(:func:`simulate`, :mod:`asyncpp.pipeline.timeline`, ``asyncpp-schedule``). The executor runs
+the same lists over ``torch.distributed``; its updates go through the delay core
+(:class:`asyncpp.delay.DelayedOptimizer`), so a P-stage run equals the single-process
+simulation:
+
+========== ================================================================ ============
+schedule   single-process equivalent                                        bubble (ss)
+========== ================================================================ ============
+gpipe      plain synchronous training                                       (P−1)/(m+P−1)
+1f1b       plain synchronous training                                       (P−1)/(m+P−1)
+2bw        ``DelayedOptimizer(opt, delay=1, correction=...)``, one step      0
+           per batch of m microbatches (gradient formulation:
+           :math:`x_{t+1} = x_t - U(g_{t-1};\,x_t)`, :math:`x_1 = x_0`)
+pipedream  ``DelayedOptimizer(opt, delay=[P-1-s per stage's groups])``,      0
+           one step per *microbatch* (each microbatch is a minibatch)
+========== ================================================================ ============
+
+Using the executor from a training loop (run under ``torchrun --nproc-per-node=dp*P``)::
+
+    import torch
+    from asyncpp.delay import DelayedOptimizer
+    from asyncpp.optim import build_optimizer
+    from asyncpp.pipeline import (PipelineExecutor, PipelineTopology, build_stage,
+                                  init_distributed, stage_delay)
+
+    device = init_distributed()                  # gloo on CPU, NCCL on CUDA (from the device)
+    topo = PipelineTopology.create(num_stages=P, timeout=300)   # rank = dp_rank * P + stage
+    # 1. This rank's stage: build the full model (same seed everywhere, or on the meta device
+    #    and materialise), list its layers in order, keep this stage's. Names stay the full
+    #    model's ("layers.3.attn.wq.weight"); a tied embedding/head becomes one copy on the
+    #    first and one on the last stage (stage.tied_parameters says which).
+    layers = model.pipeline_layers()   # [(name, module)]: embedding, blocks, norm, head
+    stage = build_stage(layers, topo.stage, P).to(device)  # balanced by parameter count;
+                                                           # boundaries=[...] to choose
+    # (Any nn.Module taking one tensor works as a stage, e.g. a model with the other stages'
+    #  layers deleted; then pass tied_parameters={"output.weight": "tok"} etc. yourself.)
+    # 2. Its optimizer, wrapped in the delay core with the schedule's delay for this stage.
+    opt = build_optimizer("muon", stage.named_parameters(), lr=0.02, ...)
+    dopt = DelayedOptimizer(opt, delay=stage_delay("2bw", P, topo.stage), correction="ef",
+                            sync_start=0, sync_cooldown=0, total_steps=T)
+    # 3. The executor (collective: compares the configuration of all ranks, syncs weights).
+    ex = PipelineExecutor(stage, dopt, schedule="2bw", num_microbatches=m, topology=topo,
+                          loss_fn=lambda logits, y: torch.nn.functional.cross_entropy(
+                              logits.flatten(0, -2), y.flatten()),
+                          max_grad_norm=1.0, timeout=300, config=train_config_as_dict)
+    # 4. Steps: each batch is (inputs, targets) split into m microbatches along dim 0; the
+    #    first stage reads inputs, the last targets (other ranks may pass None). A call of N
+    #    batches runs N optimizer steps pipelined back to back (2BW: no flush between them);
+    #    losses (mean over microbatches and DP replicas) come back on every rank.
+    for chunk in chunks_of(loader, log_every):
+        for g in opt.param_groups: g["lr"] = lr_at(ex.next_step)   # schedule per call
+        losses = ex.train_steps(chunk)
+    val = ex.evaluate(val_batches)           # forward only, on the newest weights
+    # 5. Checkpoints: one file per rank; holds every live weight version (2BW: 2), the
+    #    DelayedOptimizer state (optimizer state, EF memory, step counter) and next_step.
+    torch.save(ex.state_dict(), f"ckpt/rank{dist.get_rank()}.pt")
+    ex.load_state_dict(torch.load(f"ckpt/rank{dist.get_rank()}.pt", weights_only=True))
+
+Weights: ``stage.parameters()`` are the newest version (2BW: the single-process
+simulation's weights after ``DelayedOptimizer.flush()``); ``ex.weights()`` is the version the
+next step reads (the simulation's weights before that flush). Learning-rate changes take
+effect for the updates of the next ``train_steps`` call.
+
+Failure handling: every wait has ``timeout``; a dead or silent peer raises
+:class:`PipelineError` (a clear message naming the rank and the message it waited for), the
+rank exits, and its peers' waits fail in turn. Differing configurations across ranks raise
+``ValueError`` on every rank at construction.
+"""
+
+from .executor import PipelineError, PipelineExecutor, stage_delay
+from .partition import (
+    StageModule,
+    balanced_boundaries,
+    build_stage,
+    build_stages,
+    layer_costs,
+    partition,
+)
+from .schedules import (
+    SCHEDULES,
+    Backward,
+    Forward,
+    OptimizerStep,
+    Recv,
+    Schedule,
+    Send,
+    build,
+    version_of,
+)
+from .simulator import Interval, SimResult, simulate, steady_state_bubble
+from .topology import PipelineTopology, init_distributed
+
+__all__ = [
+    "SCHEDULES",
+    "Backward",
+    "Forward",
+    "Interval",
+    "OptimizerStep",
+    "PipelineError",
+    "PipelineExecutor",
+    "PipelineTopology",
+    "Recv",
+    "Schedule",
+    "Send",
+    "SimResult",
+    "StageModule",
+    "balanced_boundaries",
+    "build",
+    "build_stage",
+    "build_stages",
+    "init_distributed",
+    "layer_costs",
+    "partition",
+    "simulate",
+    "stage_delay",
+    "steady_state_bubble",
+    "version_of",
+]

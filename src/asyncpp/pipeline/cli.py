@@ -1,0 +1,66 @@
+"""``asyncpp-schedule``: print (and optionally draw) a pipeline schedule's timeline.
+
+Example::
+
+    asyncpp-schedule --schedule 2bw --stages 4 --microbatches 8 --steps 2 --png 2bw.png
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .schedules import SCHEDULES, build
+from .simulator import simulate, steady_state_bubble
+from .timeline import ascii, plot, summary
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="asyncpp-schedule",
+        description="Print the timeline of a pipeline schedule (simulated with fixed durations).",
+    )
+    p.add_argument("--schedule", required=True, choices=SCHEDULES)
+    p.add_argument("--stages", type=int, required=True, help="pipeline stages P")
+    p.add_argument("--microbatches", type=int, required=True, help="microbatches per step m")
+    p.add_argument("--steps", type=int, default=2, help="optimizer steps to show (default 2)")
+    p.add_argument("--t-forward", type=float, default=1.0, help="forward time (default 1)")
+    p.add_argument("--t-backward", type=float, default=2.0, help="backward time (default 2)")
+    p.add_argument("--t-comm", type=float, default=0.0, help="message latency (default 0)")
+    p.add_argument("--t-optimizer", type=float, default=0.0, help="update time (default 0)")
+    p.add_argument("--width", type=int, default=None, help="truncate rows to this many chars")
+    p.add_argument("--png", default=None, help="also write the timeline as a PNG (matplotlib)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``asyncpp-schedule``; returns the exit status."""
+    args = _parser().parse_args(argv)
+    try:
+        sched = build(args.schedule, args.stages, args.microbatches, args.steps)
+        res = simulate(sched, args.t_forward, args.t_backward, args.t_comm, args.t_optimizer)
+        steady = steady_state_bubble(args.schedule, args.stages, args.microbatches,
+                                     args.t_forward, args.t_backward, args.t_comm)
+        text = ascii(res, width=args.width)
+        if args.png:
+            try:
+                import matplotlib
+
+                matplotlib.use("Agg")  # the CLI only writes files
+            except ImportError:
+                pass  # plot() explains how to install it
+            plot(res, path=args.png)
+    except (ValueError, OSError) as e:
+        print(f"asyncpp-schedule: error: {e}", file=sys.stderr)
+        return 2
+    print(text)
+    print()
+    print(summary(res))
+    print(f"steady-state bubble fraction: {steady:.4f}")
+    if args.png:
+        print(f"wrote {args.png}")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

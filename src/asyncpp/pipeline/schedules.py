@@ -1,0 +1,437 @@
+r"""Pipeline schedules as plain data: one list of actions per stage, testable without any
+communication.
+
+A schedule runs ``num_steps`` optimizer steps ("batches") of ``num_microbatches`` (m)
+microbatches each on ``num_stages`` (P) stages. Stage s executes its list in order:
+
+- :class:`Forward` / :class:`Backward` of microbatch i of step t on weight version v,
+- :class:`Send` / :class:`Recv` of an activation (to s+1 / from s−1) or of the gradient of
+  one (to s−1 / from s+1),
+- :class:`OptimizerStep`: apply one accumulated gradient with a given delay.
+
+**Weight versions.** A version label is the number of optimizer updates a stage has applied
+before it: version v is :math:`x` after updates :math:`0..v-1`, and the update that consumes
+gradient number u produces version u+1. With :math:`a(u) = u + \tau_u` the (simulated) step at
+which gradient u is applied, the weights a forward of gradient key k uses are
+
+.. math::
+    v(k) = \#\{u : u + \tau_u < k\},
+
+exactly the weights that ``DelayedOptimizer`` (formulation ``"gradient"``) has when it computes
+gradient k: :math:`x_{t+1} = x_t - U(g_{t-\tau};\,x_t)`, nothing applied while t < τ.
+
+The four schedules:
+
+``gpipe``
+    per step: all forwards, all backwards, one update (flush). τ = 0, 1 version.
+``1f1b``
+    per step: 1F1B order (stage s runs P−1−s warm-up forwards, then alternates forward and
+    backward), one update (flush). τ = 0, 1 version, bubble :math:`(P-1)/(m+P-1)`.
+``2bw``
+    PipeDream-2BW: 1F1B order over the microbatches of *all* steps, no flush; the gradient of
+    step t is accumulated over its m microbatches on version :math:`x_t` and applied with a
+    one-step delay, :math:`x_{t+1} = x_t - U(g_{t-1};\,x_t)`, :math:`x_1 = x_0`. The update is
+    issued as soon as the last backward of step t finishes on that stage (it only needs
+    :math:`x_{t+1}` and :math:`g_t`), which keeps 2 versions per stage. Steps listed in
+    ``sync_steps`` have delay 0 (synchronous start / cooldown): the pipeline drains after them.
+    Needs m ≥ P − 1. Steady-state bubble 0.
+``pipedream``
+    original PipeDream (weight stashing): every microbatch is its own minibatch and its own
+    update (no accumulation; a "step" of m microbatches performs m updates). 1F1B order, no
+    flush. Stage s has delay :math:`\tau_s = P-1-s` updates and holds up to P − s versions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, field
+
+SCHEDULES = ("gpipe", "1f1b", "pipedream", "2bw")
+ACTIVATION = "activation"
+GRADIENT = "gradient"
+
+
+@dataclass(frozen=True)
+class Forward:
+    """Forward of microbatch ``mb`` of step ``step`` on weight version ``version``."""
+
+    step: int
+    mb: int
+    version: int
+
+
+@dataclass(frozen=True)
+class Backward:
+    """Backward of microbatch ``mb`` of step ``step`` (same version as its forward)."""
+
+    step: int
+    mb: int
+    version: int
+
+
+@dataclass(frozen=True)
+class Send:
+    """Send the ``kind`` ("activation" or "gradient") of (step, mb) to stage ``peer``."""
+
+    kind: str
+    step: int
+    mb: int
+    peer: int
+
+
+@dataclass(frozen=True)
+class Recv:
+    """Receive the ``kind`` ("activation" or "gradient") of (step, mb) from stage ``peer``."""
+
+    kind: str
+    step: int
+    mb: int
+    peer: int
+
+
+@dataclass(frozen=True)
+class OptimizerStep:
+    r"""Apply gradient number ``update`` (computed on ``version``) with delay ``delay``.
+
+    ``step``/``mb`` name the gradient: ``mb`` is ``None`` when it is the sum over the m
+    microbatches of ``step``, an index for PipeDream's per-microbatch updates. The update is
+    :math:`x_{u+1} = x_u - U(g;\,x_u)`, producing version ``new_version`` = ``update`` + 1;
+    it belongs to simulated step ``update + delay``.
+    """
+
+    step: int
+    mb: int | None
+    update: int
+    version: int
+    delay: int
+    new_version: int
+
+    @property
+    def applied_at(self) -> int:
+        """The simulated step a(u) = u + τ at which this gradient is applied."""
+        return self.update + self.delay
+
+
+Action = Forward | Backward | Send | Recv | OptimizerStep
+
+
+@dataclass(frozen=True)
+class VersionPlan:
+    """Weight-version bookkeeping of one stage's action list (derived from the data).
+
+    ``free_after[i]``: versions no action from i+1 on (nor the next schedule) uses;
+    ``keep_old[i]``: for an :class:`OptimizerStep` at i, whether the version it replaces is
+    still used later (then the executor moves the new weights to fresh storage instead of
+    overwriting them); ``held``: the most versions alive at once.
+    """
+
+    free_after: tuple[tuple[int, ...], ...]
+    keep_old: tuple[bool, ...]
+    held: int
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """Per-stage action lists of one pipeline run, plus its parameters."""
+
+    name: str
+    num_stages: int
+    num_microbatches: int
+    num_steps: int
+    start_step: int
+    actions: tuple[tuple[Action, ...], ...]
+    next_versions: tuple[int, ...]
+    sync_steps: frozenset[int] = field(default_factory=frozenset)
+
+    @property
+    def updates_per_step(self) -> int:
+        """Optimizer updates per step: m for PipeDream, 1 otherwise."""
+        return self.num_microbatches if self.name == "pipedream" else 1
+
+    @property
+    def start_version(self) -> int:
+        """The newest version label when the schedule starts (updates applied before it)."""
+        return self.start_step * self.updates_per_step
+
+    def delays(self) -> list[frozenset[int]]:
+        """Per stage, the delays τ of its updates (2BW {1}; PipeDream {P−1−s}; sync {0})."""
+        return [frozenset(a.delay for a in acts if isinstance(a, OptimizerStep))
+                for acts in self.actions]
+
+    def version_plan(self, stage: int) -> VersionPlan:
+        """Liveness of weight versions on ``stage``: v is alive from its creation to its last
+        use (a forward, backward or update reading it), or to the end if a later schedule
+        needs it; the newest version is always alive."""
+        return version_plan(self.actions[stage], self.start_version, self.next_versions[stage])
+
+    def versions_held(self) -> list[int]:
+        """Per stage, the most weight versions alive at once (2BW 2, PipeDream P − s)."""
+        return [self.version_plan(s).held for s in range(self.num_stages)]
+
+    def peak_activations(self) -> list[int]:
+        r"""Per stage, the most microbatches forwarded but not yet backwarded (stashed
+        activations): :math:`\max_i (\#F_{\le i} - \#B_{\le i})`."""
+        out = []
+        for acts in self.actions:
+            live = peak = 0
+            for a in acts:
+                if isinstance(a, Forward):
+                    live += 1
+                    peak = max(peak, live)
+                elif isinstance(a, Backward):
+                    live -= 1
+            out.append(peak)
+        return out
+
+    def bubble_fraction(self, t_forward=1.0, t_backward=2.0, t_comm=0.0) -> float:
+        """Idle fraction of the run, :math:`1 - \\sum_s busy_s / (P \\cdot makespan)`, from
+        :func:`asyncpp.pipeline.simulate`."""
+        from .simulator import simulate
+
+        return simulate(self, t_forward, t_backward, t_comm).bubble_fraction
+
+    def check(self) -> None:
+        """Raise ``ValueError`` unless the data is consistent: every send has one matching
+        receive (and vice versa), every microbatch is forwarded then backwarded once on the
+        same version, each update follows the backwards it consumes, and every version a
+        forward reads exists by then (``v ≤`` newest)."""
+        check(self)
+
+
+# -- construction -----------------------------------------------------------------------------
+
+
+def _validate(name: str, num_stages: int, num_microbatches: int, num_steps: int,
+              start_step: int) -> str:
+    name = str(name).lower()
+    if name not in SCHEDULES:
+        raise ValueError(f"unknown pipeline schedule {name!r}; allowed: {', '.join(SCHEDULES)}")
+    for label, value, low in (("num_stages", num_stages, 1),
+                              ("num_microbatches", num_microbatches, 1),
+                              ("num_steps", num_steps, 1), ("start_step", start_step, 0)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < low:
+            raise ValueError(f"{label} must be an integer >= {low}, got {value!r}")
+    if name == "2bw" and num_microbatches < num_stages - 1:
+        raise ValueError(
+            f"2bw with {num_stages} stages needs num_microbatches >= {num_stages - 1} (got "
+            f"{num_microbatches}) so that two weight versions suffice; raise the microbatch count"
+        )
+    return name
+
+
+def _as_predicate(sync_steps) -> Callable[[int], bool]:
+    if sync_steps is None:
+        return lambda t: False
+    if callable(sync_steps):
+        return lambda t: bool(sync_steps(t))
+    if isinstance(sync_steps, Collection):
+        s = frozenset(int(t) for t in sync_steps)
+        return lambda t: t in s
+    raise ValueError(
+        f"sync_steps must be a collection of step indices or a predicate, got {sync_steps!r}"
+    )
+
+
+def _order_1f1b(items: Sequence, stage: int, num_stages: int) -> list[tuple[str, object]]:
+    """1F1B: P−1−s warm-up forwards, then forward/backward alternately, then the rest of the
+    backwards (torch's Schedule1F1B order: P − s forwards before the first backward)."""
+    warm = min(num_stages - 1 - stage, len(items))
+    order: list[tuple[str, object]] = [("F", items[k]) for k in range(warm)]
+    nf, nb = warm, 0
+    while nf < len(items):
+        order.append(("F", items[nf]))
+        nf += 1
+        order.append(("B", items[nb]))
+        nb += 1
+    order.extend(("B", items[k]) for k in range(nb, len(items)))
+    return order
+
+
+def build(name: str, num_stages: int, num_microbatches: int, num_steps: int = 1, *,
+          start_step: int = 0, sync_steps=None) -> Schedule:
+    r"""Build schedule ``name`` ("gpipe", "1f1b", "pipedream", "2bw") for P stages, m
+    microbatches per step and steps ``start_step .. start_step + num_steps − 1``.
+
+    ``sync_steps`` (2BW only): step indices, or a predicate on them, where the delay is 0
+    (:math:`\tau(t) = 0`: synchronous start / cooldown, ``DelaySchedule.delay_at(t) == 0``).
+    Version labels are absolute, so consecutive calls with increasing ``start_step`` chain.
+    """
+    name = _validate(name, num_stages, num_microbatches, num_steps, start_step)
+    if sync_steps is not None and name != "2bw":
+        raise ValueError(
+            f"sync_steps (synchronous start/cooldown) applies to the 2bw schedule only, not "
+            f"{name!r}: gpipe/1f1b are synchronous already and pipedream has no sync windows"
+        )
+    P, m = num_stages, num_microbatches
+    is_sync = _as_predicate(sync_steps)
+    steps = range(start_step, start_step + num_steps)
+    end = start_step + num_steps
+
+    def delay_of_step(t: int) -> int:
+        return step_delay(name, t, is_sync)
+
+    def vers(stage: int, t: int, i: int) -> int:
+        return _version(name, P, m, stage, t, i, is_sync)
+
+    # Segments: runs of steps executed without a flush in between.
+    if name in ("gpipe", "1f1b"):
+        segments = [[t] for t in steps]
+    elif name == "2bw":
+        segments, cur = [], []
+        for t in steps:
+            cur.append(t)
+            if delay_of_step(t) == 0:
+                segments.append(cur)
+                cur = []
+        if cur:
+            segments.append(cur)
+    else:
+        segments = [list(steps)]
+
+    all_actions = []
+    for s in range(P):
+        acts: list[Action] = []
+        for seg in segments:
+            items = [(t, i) for t in seg for i in range(m)]
+            if name == "gpipe":
+                order = [("F", it) for it in items] + [("B", it) for it in items]
+            else:
+                order = _order_1f1b(items, s, P)
+            for kind, (t, i) in order:
+                v = vers(s, t, i)
+                if kind == "F":
+                    if s > 0:
+                        acts.append(Recv(ACTIVATION, t, i, s - 1))
+                    acts.append(Forward(t, i, v))
+                    if s < P - 1:
+                        acts.append(Send(ACTIVATION, t, i, s + 1))
+                    continue
+                if s < P - 1:
+                    acts.append(Recv(GRADIENT, t, i, s + 1))
+                acts.append(Backward(t, i, v))
+                if s > 0:
+                    acts.append(Send(GRADIENT, t, i, s - 1))
+                if name == "pipedream":
+                    u = t * m + i
+                    acts.append(OptimizerStep(t, i, u, v, P - 1 - s, u + 1))
+                elif i == m - 1:
+                    acts.append(OptimizerStep(t, None, t, v, delay_of_step(t), t + 1))
+        all_actions.append(tuple(acts))
+    next_versions = tuple(vers(s, end, 0) for s in range(P))
+    sync = frozenset(t for t in steps if name == "2bw" and is_sync(t))
+    sched = Schedule(name, P, m, num_steps, start_step, tuple(all_actions), next_versions, sync)
+    check(sched)
+    return sched
+
+
+def step_delay(name: str, step: int, is_sync: Callable[[int], bool] | None = None) -> int:
+    """τ of the gradient of ``step`` for batch-accumulating schedules: 0 for gpipe/1f1b and
+    for 2BW's synchronous steps, 1 for other 2BW steps."""
+    if name in ("gpipe", "1f1b") or (is_sync is not None and is_sync(step)):
+        return 0
+    return 1
+
+
+def _version(name, P, m, stage, t, i, is_sync) -> int:
+    if name in ("gpipe", "1f1b"):
+        return t
+    if name == "2bw":
+        return t - 1 if (t >= 1 and step_delay(name, t - 1, is_sync) == 1) else t
+    return max(0, t * m + i - (P - 1 - stage))
+
+
+def version_of(name: str, num_stages: int, num_microbatches: int, stage: int, step: int,
+               mb: int = 0, sync_steps=None) -> int:
+    r"""The weight version microbatch ``mb`` of ``step`` reads on ``stage``:
+    :math:`v(k) = \#\{u : u + \tau_u < k\}` — gpipe/1f1b t; 2BW t − 1 after a delayed step
+    (so steps 0 and 1 share :math:`x_0`), t after a synchronous one; PipeDream
+    :math:`\max(0, tm + i - (P-1-s))`."""
+    name = _validate(name, num_stages, num_microbatches, 1, 0)
+    return _version(name, num_stages, num_microbatches, stage, step, mb,
+                    _as_predicate(sync_steps))
+
+
+# -- analysis ---------------------------------------------------------------------------------
+
+
+def version_plan(actions: Sequence[Action], start_version: int, next_version: int) -> VersionPlan:
+    """See :class:`VersionPlan`. Version v is needed after position i iff some action after i
+    reads it, or v ≥ ``next_version`` (a later schedule reads it); reads are monotone, so the
+    set alive is the interval [min needed, newest]. ``held`` is counted after each action's
+    frees: the version an update reads (for the Taylor correction) lives through that update."""
+    n = len(actions)
+    suffix_min = [next_version] * (n + 1)
+    for i in range(n - 1, -1, -1):
+        a = actions[i]
+        v = a.version if isinstance(a, (Forward, Backward, OptimizerStep)) else None
+        suffix_min[i] = suffix_min[i + 1] if v is None else min(v, suffix_min[i + 1])
+    newest = start_version
+    alive = set(range(min(suffix_min[0], newest), newest + 1))
+    held = len(alive)
+    free_after, keep_old = [], []
+    for i, a in enumerate(actions):
+        keep = False
+        if isinstance(a, OptimizerStep):
+            keep = newest >= suffix_min[i + 1]
+            newest = a.new_version
+            alive.add(newest)
+        need = suffix_min[i + 1]
+        dead = tuple(sorted(v for v in alive if v < need and v != newest))
+        alive.difference_update(dead)
+        held = max(held, len(alive))
+        free_after.append(dead)
+        keep_old.append(keep)
+    return VersionPlan(tuple(free_after), tuple(keep_old), held)
+
+
+def check(sched: Schedule) -> None:
+    """See :meth:`Schedule.check`."""
+    P = sched.num_stages
+    sends, recvs = {}, {}
+    for s, acts in enumerate(sched.actions):
+        newest = sched.start_version
+        forwarded: dict[tuple[int, int], int] = {}
+        backwarded: set[tuple[int, int]] = set()
+        for a in acts:
+            if isinstance(a, Send):
+                key = (a.kind, a.step, a.mb, s, a.peer)
+                if key in sends:
+                    raise ValueError(f"stage {s} sends {key} twice")
+                sends[key] = True
+            elif isinstance(a, Recv):
+                key = (a.kind, a.step, a.mb, a.peer, s)
+                if key in recvs:
+                    raise ValueError(f"stage {s} receives {key} twice")
+                recvs[key] = True
+            elif isinstance(a, Forward):
+                if a.version > newest:
+                    raise ValueError(
+                        f"{sched.name}: stage {s} forwards step {a.step} microbatch {a.mb} on "
+                        f"version {a.version} before it exists (newest {newest})"
+                    )
+                if (a.step, a.mb) in forwarded:
+                    raise ValueError(f"stage {s} forwards {(a.step, a.mb)} twice")
+                forwarded[(a.step, a.mb)] = a.version
+            elif isinstance(a, Backward):
+                if forwarded.get((a.step, a.mb)) != a.version:
+                    raise ValueError(
+                        f"stage {s}: backward of {(a.step, a.mb)} without a forward on "
+                        f"version {a.version}"
+                    )
+                backwarded.add((a.step, a.mb))
+            elif isinstance(a, OptimizerStep):
+                mbs = range(sched.num_microbatches) if a.mb is None else (a.mb,)
+                if any((a.step, i) not in backwarded for i in mbs):
+                    raise ValueError(f"stage {s}: update {a.update} before its backwards")
+                if a.new_version != newest + 1:
+                    raise ValueError(f"stage {s}: update {a.update} out of order")
+                newest = a.new_version
+        if set(forwarded) != backwarded:
+            raise ValueError(f"stage {s}: some forwards have no backward")
+    for key in sends:
+        kind, step, mb, src, dst = key
+        if not 0 <= dst < P or key not in recvs:
+            raise ValueError(f"send {key} has no matching receive")
+    for key in recvs:
+        if key not in sends:
+            raise ValueError(f"receive {key} has no matching send")
