@@ -1,0 +1,29 @@
+r"""asyncpp's own convergence theory, derived step by step and checked by sympy.
+
+Modules (one per result; each exposes ``statement``, ``result`` and numeric ``bound`` /
+``critical_step`` callables for ``verify/`` and the book):
+
+* :mod:`theory.assumptions` — symbols, standing assumptions (A0–A3, BAND, INIT, A2b), the
+  :class:`~theory.assumptions.Step` / :class:`~theory.assumptions.Result` framework;
+* :mod:`theory.delayed_lmo` — T1, LMO/Muon with EMA momentum under a fixed delay τ;
+* :mod:`theory.error_feedback` — T2, the same with Error Feedback (worst case and drift);
+* :mod:`theory.stability` — T3, exact critical step sizes on quadratics;
+* :mod:`theory.variable_delay` — T4, per-stage delays (PipeDream vs 2BW).
+
+``python -m theory`` checks every step of every result and exits non-zero on a failure.
+"""
+
+from __future__ import annotations
+
+
+def all_results() -> list:
+    """Every result, in the order ``python -m theory`` reports them."""
+    from . import delayed_lmo, error_feedback, stability, variable_delay
+
+    return [delayed_lmo.result(False), delayed_lmo.result(True),
+            error_feedback.result(False), error_feedback.result(True),
+            *stability.results(),
+            variable_delay.result(False), variable_delay.result(True)]
+
+
+__all__ = ["all_results"]

@@ -1,0 +1,507 @@
+r"""T1 — LMO with EMA momentum under a fixed gradient delay τ (Muon is the spectral-norm case).
+
+**Method (what the production code runs).** ``DelayedOptimizer(Muon(...), delay=τ)`` in the
+default ``formulation="gradient"``: the gradient g_t = g(x_t; ξ_t) is computed at every step;
+for t < τ nothing is applied (x_{t+1} = x_t, the pipeline fills); for t ≥ τ the optimizer
+consumes g_{t−τ}:
+
+.. math::
+    m_t = (1-\alpha) m_{t-1} + \alpha\, g(x_{t-\tau}),\quad m_{\tau-1} = 0,\qquad
+    x_{t+1} = x_t - \eta\, d_t,\quad d_t = \mathrm{lmo}(v_t),
+
+with v_t = m_t (heavy-ball EMA; Muon ``nesterov=False``) or v_t = α g(x_{t−τ}) + (1−α) m_t
+(Muon ``nesterov=True``, the production default); α = 1 − β for Muon's momentum β; η is
+Muon's (shape-adjusted) learning rate — with several matrices whose adjustments r_i differ,
+read ‖·‖ as the weighted norm max_i ‖X_i‖₂/r_i, whose LMO is Muon's step with lr η.
+Decoupled weight decay is not covered.
+
+Re-indexing by applied steps, y_k = x_{k+τ} (k ≥ 0; y_0 = x_0 because the τ idle steps do not
+move x), the gradient consumed at applied step k is taken at z_k = y_{max(k−τ, 0)}, so
+‖y_k − z_k‖ ≤ min(k, τ)·η(1+ε₁) ≤ τη(1+ε₁).
+
+**Theorem (T1).** Under A0–A3, BAND (inexact LMO with constants ε₁ ≥ 0, 0 ≤ ε₂ < 1) and INIT,
+for every K ≥ 1 the average over the K applied steps satisfies
+
+.. math::
+    \frac1K\sum_{k=0}^{K-1}\mathbb{E}\|\nabla f(x_{k+\tau})\|_\dagger \le
+    q\Big(\frac{\Delta_0}{\eta K} + \frac{L\eta r^2}{2}\Big)
+    + C\Big(\frac{(1-\alpha)E_0}{\alpha K} + \sqrt{\alpha}\,\rho\sigma
+    + L\eta r\Big(\frac{1-\alpha}{\alpha} + \tau\Big)\Big)
+
+with r = 1+ε₁, q = 1/(1−ε₂), C = (2+ε₁−ε₂)/(1−ε₂). For Nesterov, (1−α) → (1−α)² in the E₀
+and lag terms and √α → ν_N = √(α(1−α)⁴ + α²(2−α)²). The minimum over k is at most the average.
+With the production zero buffer, E₀ = ‖∇f(x₀)‖† ≤ √(2LΔ₀) (step G3).
+
+The delay adds exactly C·Lη(1+ε₁)·τ (= 2τLη for the exact LMO) to the momentum-lag term
+2Lη(1−α)/α: a relative cost of order ατ. At τ = 0, ε₁ = ε₂ = 0 and E₀ = ρσ (Kovalev's
+m₀ = g(x₀)), the bound is Kovalev's Theorem 2 minus 2ρσ/K + 3Lη (step KV1), because the
+lag term is kept as (1−α)/α instead of 1/α and the curvature term as Lη/2 instead of 3Lη/2.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import cache
+
+import numpy as np
+import sympy as sp
+
+from . import _lmo
+from ._lmo import N, descent_steps, final_steps, momentum_steps, nesterov_noise_factor, summ
+from .assumptions import (
+    E0,
+    C,
+    Delta,
+    K,
+    L,
+    Result,
+    Step,
+    alpha,
+    eps,
+    eps1,
+    eps2,
+    eq,
+    eta,
+    ge,
+    k,
+    le,
+    q,
+    r,
+    rho,
+    sigma,
+    tau,
+)
+
+w = 1 - alpha
+#: κ² with ν_N ≤ κ√α (Nesterov), certified in step P0
+KAPPA2_NESTEROV = sp.Rational(3, 2)
+
+PARAMS = (Delta, L, rho, sigma, eta, alpha, K, tau, eps1, eps2, E0)
+
+
+def statement(nesterov: bool = False) -> sp.Expr:
+    r"""The T1 bound as a sympy expression over ``PARAMS`` (see the module docstring)."""
+    if nesterov:
+        init, noise, lag = w**2, nesterov_noise_factor(), w**2 / alpha
+    else:
+        init, noise, lag = w, sp.sqrt(alpha), w / alpha
+    return q * (Delta / (eta * K) + L * eta * r**2 / 2) + C * (
+        init * E0 / (alpha * K) + noise * rho * sigma + L * eta * r * (lag + tau))
+
+
+def kovalev_statement() -> sp.Expr:
+    r"""Kovalev (2025) Thm 2: Δ₀/(ηK) + 2ρσ/(αK) + 2√αρσ + 3Lη/2 + 2Lη/α (τ = 0, exact LMO)."""
+    return (Delta / (eta * K) + 2 * rho * sigma / (alpha * K) + 2 * sp.sqrt(alpha) * rho * sigma
+            + 3 * L * eta / 2 + 2 * L * eta / alpha)
+
+
+def surrogate(nesterov: bool = False) -> sp.Expr:
+    r"""B̄ ≥ B: qΔ/(ηK) + CE₀/(αK) + κC√αρσ + Lηr(C/α + Cτ + qr/2) (κ = 1, or √(3/2) for
+    Nesterov); the bound that the complexity K(ε) is derived from."""
+    kappa = sp.sqrt(KAPPA2_NESTEROV) if nesterov else 1
+    return (q * Delta / (eta * K) + C * E0 / (alpha * K) + kappa * C * sp.sqrt(alpha) * rho * sigma
+            + L * eta * r * (C / alpha + C * tau + q * r / 2))
+
+
+def _lag_coefficient(nesterov: bool) -> sp.Expr:
+    lag = w**2 / alpha if nesterov else w / alpha
+    return L * r * (C * (lag + tau) + q * r / 2)
+
+
+def _steps(nesterov: bool) -> list[Step]:
+    steps: list[Step] = []
+    steps.append(Step(
+        "MODEL delayed LMO", "assumption",
+        le(sp.Symbol(r"\|y-z\|"), tau * eta * r),
+        "production semantics: y_k = x_{k+tau}, z_k = y_{max(k-tau,0)} (the tau idle start "
+        "steps repeat x_0); y_k - z_k = eta * sum of at most tau directions",
+        refs=("BAND",)))
+    d, desc = descent_steps()
+    steps += d
+    m, mom, total = momentum_steps(
+        L * tau * eta * r,
+        "A2: ||grad f(z_k) - grad f(y_k)||_dual <= L||y_k - z_k|| <= L tau eta (1+eps1) "
+        "(triangle inequality over the at most tau directions between z_k and y_k)",
+        nesterov)
+    steps += m
+    bound = statement(nesterov)
+    steps += final_steps(desc, mom, total, bound)
+    steps.append(Step("F3 min <= average", "cited",
+                      le(sp.Symbol(r"\mathbb{E}\min_k\|\nabla f(y_k)\|"), summ(N(k)) / K),
+                      "E min_k X_k <= min_k E X_k <= (1/K) sum_k E X_k"))
+    steps += _g0_steps()
+    if not nesterov:
+        steps += _kovalev_steps()
+    steps += _optimal_steps(nesterov)
+    steps += _complexity_steps(nesterov)
+    steps += _tightness_steps()
+    return steps
+
+
+def _g0_steps() -> list[Step]:
+    G0 = sp.Symbol("G_0", nonnegative=True)
+    t = sp.Symbol("t", positive=True)
+    t_star = sp.sqrt(2 * Delta / L)
+    g1 = Step("G1 descent along the exact LMO at x0", "cited", le(t * G0, Delta + L * t**2 / 2),
+              "A2 at x0 with y = x0 - t d*, d* = lmo(grad f(x0)) exact (||d*|| = 1, "
+              "<grad f(x0), d*> = G0 = ||grad f(x0)||_dual): inf f <= f(x0) - t G0 + L t^2/2",
+              refs=("A0", "A2"))
+    g2 = Step("G2 choice of t", "identity",
+              eq(((Delta + L * t**2 / 2) / t).subs(t, t_star), sp.sqrt(2 * L * Delta)),
+              "t = sqrt(2 Delta/L)")
+    g3 = Step("G3 zero-buffer initial error", "inequality",
+              le(G0, sp.sqrt(2 * L * Delta)), "E0 = G0 <= sqrt(2 L Delta0) for a zero buffer",
+              uses=((g1, 1 / t_star, {t: t_star}),))
+    return [g1, g2, g3]
+
+
+def _kovalev_steps() -> list[Step]:
+    sub = {tau: 0, eps1: 0, eps2: 0, E0: rho * sigma}
+    ours = statement(False).subs(sub)
+    return [Step("KV1 tau = 0 reduces to Kovalev Thm 2", "inequality",
+                 le(ours, kovalev_statement()),
+                 "tau=0, exact LMO, E0 = rho sigma (m0 = g(x0)): ours <= Kovalev; the gap is "
+                 "2 rho sigma/K + 3 L eta")]
+
+
+def _optimal_steps(nesterov: bool) -> list[Step]:
+    bnd = statement(nesterov)
+    a_val = q * Delta / K
+    b_val = _lag_coefficient(nesterov)
+    c0 = sp.expand(bnd - a_val / eta - b_val * eta)
+    a_, b_ = sp.symbols("a b", positive=True)
+    o1 = Step("O1 bound is a/eta + b eta + c", "identity",
+              eq(bnd, a_ / eta + b_ * eta + c0),
+              "a = q Delta/K > 0, b = L r (C(lag + tau) + q r/2) > 0, c independent of eta",
+              model={a_: a_val, b_: b_val})
+    o1b = Step("O1b a, b > 0", "inequality", ge(a_val * b_val, 0))
+    eta_star = sp.sqrt(a_ / b_)
+    phi = a_ / eta + b_ * eta
+    o2 = Step("O2 stationary step size", "identity",
+              eq(sp.diff(phi, eta).subs(eta, eta_star), 0), "eta*(alpha) = sqrt(a/b)")
+    o3 = Step("O3 convex in eta", "monotonicity", ge(sp.diff(phi, eta, 2), 0),
+              "the derivative increases (2a/eta^3 > 0): eta* is the global minimiser",
+              mono=(sp.diff(phi, eta), eta, 1, None))
+    o4 = Step("O4 value at eta*", "identity", eq(phi.subs(eta, eta_star), 2 * sp.sqrt(a_ * b_)))
+    A_, B_ = sp.symbols("A B", positive=True)
+    h = 2 * A_ / sp.sqrt(alpha) + B_ * sp.sqrt(alpha)
+    a_star = 2 * A_ / B_
+    o5 = Step("O5 leading-order momentum", "identity", eq(sp.diff(h, alpha).subs(alpha, a_star), 0),
+              "h(alpha) = 2A/sqrt(alpha) + B sqrt(alpha) with A = sqrt(q Delta L r C/K), "
+              "B = kappa C rho sigma (the terms of the bound at eta*(alpha) that dominate for "
+              "large K); alpha* = 2A/B = (2/(kappa rho sigma)) sqrt(q Delta L r/(C K))")
+    s_ = sp.Symbol("s", positive=True)
+    hs = 2 * A_ / s_ + B_ * s_
+    o6 = Step("O6 h is convex in sqrt(alpha)", "monotonicity", ge(sp.diff(hs, s_, 2), 0),
+              mono=(sp.diff(hs, s_), s_, 1, None))
+    o7 = Step("O7 leading-order rate", "identity",
+              eq(h.subs(alpha, a_star), 2 * sp.sqrt(2 * A_ * B_)),
+              "min h = 2 sqrt(2AB) = O(K^-1/4)")
+    kappa = sp.sqrt(KAPPA2_NESTEROV) if nesterov else 1
+    o8 = Step("O8 alpha* in the parameters", "identity",
+              eq(2 * A_ / B_, optimal_alpha_expr(nesterov)),
+              model={A_: sp.sqrt(q * Delta * L * r * C / K), B_: kappa * C * rho * sigma})
+    return [o1, o1b, o2, o3, o4, o5, o6, o7, o8]
+
+
+def optimal_alpha_expr(nesterov: bool = False) -> sp.Expr:
+    r"""α* = (2/(κρσ))·√(qΔ₀L r/(C K)): minimiser of the leading terms (clip to 1)."""
+    kappa = sp.sqrt(KAPPA2_NESTEROV) if nesterov else 1
+    return 2 / (kappa * rho * sigma) * sp.sqrt(q * Delta * L * r / (C * K))
+
+
+def _complexity_steps(nesterov: bool) -> list[Step]:
+    kappa = sp.sqrt(KAPPA2_NESTEROV) if nesterov else 1
+    steps: list[Step] = []
+    if nesterov:
+        nu = nesterov_noise_factor()
+        p0a = Step("P0a Nesterov noise factor squared", "inequality",
+                   le(nu**2, KAPPA2_NESTEROV * alpha),
+                   "nu_N^2 = alpha((1-a)^4 + a(2-a)^2) <= 3 alpha/2")
+        p0 = Step("P0 Nesterov noise factor", "monotonicity",
+                  le(nu, sp.sqrt(KAPPA2_NESTEROV * alpha)),
+                  mono=(sp.sqrt(_lmo._v), _lmo._v, 1, p0a))
+        steps += [p0a, p0]
+        steps.append(Step("P1 surrogate (Nesterov)", "inequality",
+                          le(statement(True), surrogate(True)),
+                          uses=((p0, C * rho * sigma),)))
+    else:
+        steps.append(Step("P1 surrogate", "inequality", le(statement(False), surrogate(False)),
+                          "drop the factors (1-alpha) <= 1: the gap is C E0/K + C L eta r"))
+    lag = C / alpha + C * tau + q * r / 2
+    eta_eps = eps / (4 * L * r * lag)
+    steps.append(Step("P2 lag group at eta_eps", "identity",
+                      eq(L * eta_eps * r * lag, eps / 4),
+                      "eta_eps = eps/(4 L r (C/alpha + C tau + q r/2))"))
+    a0 = alpha0_expr(nesterov)
+    noise = kappa * C * sp.sqrt(alpha) * rho * sigma
+    steps.append(Step("P3 noise group at alpha0", "identity", eq(noise.subs(alpha, a0), eps / 4),
+                      "alpha0 = eps^2/(16 kappa^2 C^2 rho^2 sigma^2); alpha_eps = min(1, alpha0)"))
+    steps.append(Step("P4 noise group increases with alpha", "monotonicity",
+                      ge(sp.diff(noise, alpha), 0), mono=(noise, alpha, 1, None)))
+    K1 = 4 * q * Delta / (eps * eta)
+    K2 = 4 * C * E0 / (alpha * eps)
+    steps.append(Step("P5 Delta group at K1", "identity",
+                      eq((q * Delta / (eta * K)).subs(K, K1), eps / 4), "K1 = 4 q Delta/(eps eta)"))
+    steps.append(Step("P6 Delta group decreases in K", "monotonicity",
+                      le(sp.diff(q * Delta / (eta * K), K), 0),
+                      mono=(q * Delta / (eta * K), K, -1, None)))
+    steps.append(Step("P7 E0 group at K2", "identity",
+                      eq((C * E0 / (alpha * K)).subs(K, K2), eps / 4), "K2 = 4 C E0/(alpha eps)"))
+    steps.append(Step("P8 E0 group decreases in K", "monotonicity",
+                      le(sp.diff(C * E0 / (alpha * K), K), 0),
+                      mono=(C * E0 / (alpha * K), K, -1, None)))
+    steps.append(Step("P9 K1 in closed form", "identity",
+                      eq(K1.subs(eta, eta_eps), 16 * q * L * r * Delta * lag / eps**2)))
+    if not nesterov:
+        leading = (16 * q * L * r * Delta * C / a0 / eps**2).subs({eps1: 0, eps2: 0})
+        steps.append(Step("P10 leading term equals Kovalev's", "identity",
+                          eq(leading, 2048 * L * Delta * rho**2 * sigma**2 / eps**4),
+                          "exact LMO, alpha_eps = alpha0: the eps^-4 term of K(eps) is "
+                          "2048 L Delta rho^2 sigma^2/eps^4, Kovalev's leading term"))
+    steps.append(Step("P11 the delay is lower order", "identity",
+                      eq((16 * q * L * r * Delta * C * tau / eps**2)
+                         / (16 * q * L * r * Delta * C / (alpha * eps**2)), alpha * tau),
+                      "the tau-term of K1 over the 1/alpha-term equals alpha*tau"))
+    return steps
+
+
+def optimal_eta_expr(nesterov: bool = False) -> sp.Expr:
+    r"""η*(α) = √(qΔ₀/(K·Lr(C(lag + τ) + qr/2))), the exact minimiser of the bound in η."""
+    return sp.sqrt(q * Delta / (K * _lag_coefficient(nesterov)))
+
+
+def complexity_expr(nesterov: bool = False) -> tuple[sp.Expr, sp.Expr, sp.Expr, sp.Expr]:
+    r"""(α₀, η_ε, K₁, K₂): α_ε = min(1, α₀), η_ε = ε/(4Lr(C/α_ε + Cτ + qr/2)),
+    K(ε) = ⌈max(K₁, K₂)⌉ with K₁ = 16qLrΔ₀(C/α_ε + Cτ + qr/2)/ε², K₂ = 4CE₀/(α_ε ε)
+    (expressions in α; substitute α = α_ε)."""
+    lag = C / alpha + C * tau + q * r / 2
+    return (alpha0_expr(nesterov), eps / (4 * L * r * lag),
+            16 * q * L * r * Delta * lag / eps**2, 4 * C * E0 / (alpha * eps))
+
+
+def alpha0_expr(nesterov: bool = False) -> sp.Expr:
+    """α₀ = ε²/(16κ²C²ρ²σ²) (the noise group of B̄ equals ε/4 there)."""
+    kappa2 = KAPPA2_NESTEROV if nesterov else 1
+    return eps**2 / (16 * kappa2 * C**2 * rho**2 * sigma**2)
+
+
+# --------------------------------------------------------------------------- tightness
+def _tightness_steps() -> list[Step]:
+    jj = sp.Symbol("j", integer=True, nonnegative=True)
+    s1 = Step("TI1 half-period sum (lower)", "sum",
+              eq(sp.Sum(jj + sp.Rational(1, 2), (jj, 0, tau)), (tau + 1)**2 / 2))
+    s2 = Step("TI2 half-period sum (upper)", "sum",
+              eq(sp.Sum(jj + sp.Rational(1, 2), (jj, 0, tau - 1)), tau**2 / 2))
+    orbit = Step("TI3 periodic orbit", "cited",
+                 eq(sp.Symbol(r"\overline{|y|}"), eta * tightness_average_expr()),
+                 "sign descent y_{k+1} = y_k - eta sign(y_{k-tau}) from y_0 = eta/2 (idle "
+                 "start) is the triangle wave between -(tau+1/2)eta and (tau+1/2)eta, period "
+                 "2(2tau+1) (proof in tightness_instance; exact check for tau <= 8 in verify/); "
+                 "one period sums |y| to eta(2tau^2+2tau+1) by TI1+TI2")
+    avg = tightness_average_expr()
+    bnd = tightness_bound_expr(2 * (2 * tau + 1))
+    s4 = Step("TI4 measured/bound >= 1/4", "inequality", ge(L * eta * avg, L * eta * bnd / 4),
+              "at K = one period (and any multiple: the bound decreases in K)")
+    tp = sp.Symbol("t", nonnegative=True)
+    inc = (avg - sp.Rational(1, 2)).subs(tau, 1 + tp)
+    s5 = Step("TI5 delay increment attained within 1/6", "inequality",
+              ge(L * eta * inc, L * eta * 2 * (1 + tp) / 6),
+              "measured increase over tau=0 is L eta tau^2/(2 tau+1) >= (1/6) 2 tau L eta "
+              "for tau = 1 + t >= 1 (ratio tau/(4 tau + 2) -> 1/4)")
+    return [s1, s2, orbit, s4, s5]
+
+
+def tightness_average_expr() -> sp.Expr:
+    """(2τ² + 2τ + 1)/(2(2τ+1)): the average of |y_k|/η over one period of the orbit."""
+    return (2 * tau**2 + 2 * tau + 1) / (2 * (2 * tau + 1))
+
+
+def tightness_bound_expr(K_value=K) -> sp.Expr:
+    """T1 bound / (Lη) on the instance (σ = 0, α = 1, exact LMO, Δ₀ = Lη²/8), at K_value."""
+    expr = statement(False).subs({alpha: 1, sigma: 0, eps1: 0, eps2: 0, Delta: L * eta**2 / 8})
+    return sp.simplify(expr.subs(K, K_value) / (L * eta))
+
+
+@cache
+def result(nesterov: bool = False) -> Result:
+    """The T1 :class:`~theory.assumptions.Result` (heavy-ball, or Nesterov)."""
+    name = "T1-nesterov" if nesterov else "T1"
+    return Result(
+        name=name,
+        title="LMO/Muon with " + ("Nesterov " if nesterov else "") + "EMA momentum under a "
+              "fixed gradient delay tau (inexact LMO)",
+        quantity="(1/K) sum_{k<K} E||grad f(x_{k+tau})||_dual over the K applied steps "
+                 "(also bounds E min_k)",
+        quantity_latex=r"\frac1K\sum_{k<K}\mathbb{E}\|\nabla f(x_{k+\tau})\|_\dagger",
+        statement=statement(nesterov),
+        params=PARAMS,
+        steps=_steps(nesterov),
+        assumptions=("A0", "A1", "A2", "A3", "BAND", "INIT"),
+        legend=dict(_lmo.LEGEND),
+        notes="Nesterov covered by T1-nesterov; decoupled weight decay not covered.",
+    )
+
+
+# --------------------------------------------------------------------------- numerics
+def _check(Delta, L, rho, sigma, eta, alpha, K, tau, eps1, eps2):
+    for name, v, lo in (("Delta", Delta, 0), ("L", L, 0), ("rho", rho, 0),
+                        ("sigma", sigma, 0), ("eps1", eps1, 0), ("eps2", eps2, 0)):
+        if v is not None and np.any(np.asarray(v, dtype=float) < lo):
+            raise ValueError(f"{name} must be >= {lo}, got {v!r}")
+    if eta is not None and np.any(np.asarray(eta, dtype=float) <= 0):
+        raise ValueError(f"eta must be > 0, got {eta!r}")
+    if alpha is not None:
+        a = np.asarray(alpha, dtype=float)
+        if np.any(a <= 0) or np.any(a > 1):
+            raise ValueError(f"alpha = 1 - beta must lie in (0, 1], got {alpha!r}")
+    if K is not None and np.any(np.asarray(K, dtype=float) < 1):
+        raise ValueError(f"K (number of applied steps) must be >= 1, got {K!r}")
+    if tau is not None and np.any(np.asarray(tau, dtype=float) < 0):
+        raise ValueError(f"tau must be a delay >= 0, got {tau!r}")
+    if np.any(np.asarray(eps2, dtype=float) >= 1):
+        raise ValueError(f"eps2 must be < 1 (the LMO must make progress), got {eps2!r}")
+
+
+def initial_error_bound(Delta, L):
+    r"""E₀ for the production zero momentum buffer: ‖∇f(x₀)‖† ≤ √(2LΔ₀) (step G3)."""
+    return np.sqrt(2.0 * np.asarray(L, dtype=float) * np.asarray(Delta, dtype=float))
+
+
+def bound(Delta, L, rho, sigma, eta, alpha, K, tau, eps1=0.0, eps2=0.0, E0=None,
+          nesterov=False):
+    r"""T1: upper bound on (1/K) Σ_{k<K} E‖∇f(x_{k+τ})‖† (average over the K applied steps;
+    it also bounds E min_k), for LMO/Muon with EMA momentum α = 1 − β and delay τ:
+
+    q(Δ₀/(ηK) + Lηr²/2) + C((1−α)E₀/(αK) + √α ρσ + Lηr((1−α)/α + τ)),
+    r = 1+ε₁, q = 1/(1−ε₂), C = (2+ε₁−ε₂)/(1−ε₂); Nesterov: (1−α) → (1−α)², √α → ν_N.
+
+    Assumptions A0–A3, BAND, INIT. ``E0=None`` uses the zero-buffer value √(2LΔ₀).
+    Accepts numpy arrays (broadcast).
+    """
+    _check(Delta, L, rho, sigma, eta, alpha, K, tau, eps1, eps2)
+    if E0 is None:
+        E0 = initial_error_bound(Delta, L)
+    return result(bool(nesterov)).numeric()(Delta, L, rho, sigma, eta, alpha, K, tau, eps1,
+                                            eps2, E0)
+
+
+def kovalev_bound(Delta, L, rho, sigma, eta, alpha, K):
+    r"""Kovalev (2025) Thm 2, E min_k ‖∇f‖† ≤ Δ₀/(ηK) + 2ρσ/(αK) + 2√αρσ + 3Lη/2 + 2Lη/α."""
+    return (Delta / (eta * K) + 2 * rho * sigma / (alpha * K) + 2 * np.sqrt(alpha) * rho * sigma
+            + 1.5 * L * eta + 2 * L * eta / alpha)
+
+
+def optimal_eta(Delta, L, alpha, K, tau, eps1=0.0, eps2=0.0, nesterov=False):
+    r"""Exact minimiser of the T1 bound in η for fixed α (steps O1–O4):
+    η*(α) = √(qΔ₀/(K·Lr(C(lag + τ) + qr/2))), lag = (1−α)/α (Nesterov: (1−α)²/α)."""
+    _check(Delta, L, 0, 0, 1.0, alpha, K, tau, eps1, eps2)
+    r_ = 1 + eps1
+    q_ = 1 / (1 - eps2)
+    C_ = (2 + eps1 - eps2) / (1 - eps2)
+    lag = (1 - alpha) ** 2 / alpha if nesterov else (1 - alpha) / alpha
+    b = L * r_ * (C_ * (lag + tau) + q_ * r_ / 2)
+    return np.sqrt(q_ * Delta / K / b)
+
+
+def optimal_params(Delta, L, rho, sigma, K, tau, eps1=0.0, eps2=0.0, nesterov=False):
+    r"""(η, α) for a budget of K applied steps: α = min(1, α*) with
+    α* = (2/(κρσ))√(qΔ₀Lr/(CK)) (minimiser of the leading terms, steps O5–O7; κ = 1, or
+    √(3/2) for Nesterov), and η = η*(α) the exact minimiser in η (steps O1–O4).
+    The delay τ enters η only, through the lower-order term Cτ next to C(1−α)/α."""
+    _check(Delta, L, rho, sigma, 1.0, None, K, tau, eps1, eps2)
+    kappa = math.sqrt(1.5) if nesterov else 1.0
+    r_ = 1 + eps1
+    q_ = 1 / (1 - eps2)
+    C_ = (2 + eps1 - eps2) / (1 - eps2)
+    if rho * sigma == 0:
+        a = 1.0
+    else:
+        a = min(1.0, 2.0 / (kappa * rho * sigma) * math.sqrt(q_ * Delta * L * r_ / (C_ * K)))
+    return float(optimal_eta(Delta, L, a, K, tau, eps1, eps2, nesterov)), a
+
+
+def complexity(epsilon, Delta, L, rho, sigma, tau, eps1=0.0, eps2=0.0, E0=None,
+               nesterov=False):
+    r"""Iteration complexity (steps P1–P11): with α_ε = min(1, ε²/(16κ²C²ρ²σ²)),
+    η_ε = ε/(4Lr(C/α_ε + Cτ + qr/2)) and
+    K(ε) = ⌈max(16 q L r Δ₀ (C/α_ε + Cτ + qr/2)/ε², 4 C E₀/(α_ε ε))⌉
+    the T1 bound is ≤ ε. Exact LMO, large σ: K = 2048LΔ₀ρ²σ²/ε⁴ + 16LΔ₀(2τ + 1/2)/ε² + ...
+    (Kovalev's leading constant); τ enters only the ε⁻² term (relative size α_ε τ).
+    Returns a dict with K, eta, alpha (K counts applied steps; the run has K + τ steps)."""
+    if not epsilon > 0:
+        raise ValueError(f"epsilon must be > 0, got {epsilon!r}")
+    _check(Delta, L, rho, sigma, 1.0, None, None, tau, eps1, eps2)
+    if E0 is None:
+        E0 = float(initial_error_bound(Delta, L))
+    kappa2 = 1.5 if nesterov else 1.0
+    r_ = 1 + eps1
+    q_ = 1 / (1 - eps2)
+    C_ = (2 + eps1 - eps2) / (1 - eps2)
+    a = 1.0 if rho * sigma == 0 else min(1.0, epsilon**2 / (16 * kappa2 * C_**2 * (rho * sigma)**2))
+    lag = C_ / a + C_ * tau + q_ * r_ / 2
+    e = epsilon / (4 * L * r_ * lag)
+    K1 = 4 * q_ * Delta / (epsilon * e)
+    K2 = 4 * C_ * E0 / (a * epsilon)
+    return {"K": int(math.ceil(max(K1, K2, 1.0))), "eta": e, "alpha": a}
+
+
+def tightness_instance(L=1.0, eta=0.1, tau=1, periods=1):
+    r"""A 1-D instance on which the T1 delay term is attained up to the constant 1/4.
+
+    f(x) = L x²/2 on R with |·| (dual |·|, ρ = 1), deterministic gradients (σ = 0), no
+    momentum (α = 1, β = 0) and the exact LMO d = sign(·). A 1×1 Muon step is s₀·sign(·),
+    s₀ = p⁵(1) ≈ 0.6964 the Newton–Schulz output for a 1×1 input (default coefficients), so
+    production ``Muon(lr, momentum=0)`` under ``DelayedOptimizer(delay=τ)`` follows this orbit
+    exactly with η = s₀·lr (checked in verify/test_theory_lmo.py).
+    Start x₀ = η/2, so Δ₀ = Lη²/8. With delay τ and the idle start, the applied iterates
+    y_k = x_{k+τ} follow the triangle wave between −(τ+½)η and (τ+½)η: from y₀ = η/2 the
+    first τ+1 steps see x₀ > 0 and go down to −(τ+½)η; afterwards the sign seen at step k
+    is that of y_{k−τ}, which stays negative for 2τ+1 steps (up to (τ+½)η), then positive
+    for 2τ+1 steps, and so on: period P = 2(2τ+1), and y₀..y_τ are already on the orbit.
+    Over any whole number of periods the average of |∇f(y_k)| = L|y_k| is exactly
+
+        measured = Lη(2τ² + 2τ + 1)/(2(2τ+1)),
+
+    while the T1 bound at K = m·P is Lη(1/(8K) + 1/2 + 2τ). Hence measured/bound ≥ 1/4 for
+    every τ ≥ 0 (step TI4; → 1/4 as τ → ∞, = 8/9 at τ = 0), and the delay increment
+    measured(τ) − measured(0) = Lητ²/(2τ+1) is ≥ 1/6 of the bound's delay term 2τLη
+    (step TI5; → 1/4).
+
+    Returns a dict: x0, L, eta, tau, alpha, beta, sigma, rho, Delta, K (= periods·P),
+    period, measured (exact average over K applied steps), bound (T1 at these values),
+    ratio, ratio_lower (1/4), delay_ratio_lower (1/6, for τ ≥ 1), orbit (y_0..y_{P−1}).
+    """
+    if not (isinstance(tau, (int, np.integer)) and tau >= 0):
+        raise ValueError(f"tau must be an integer >= 0, got {tau!r}")
+    if not (isinstance(periods, (int, np.integer)) and periods >= 1):
+        raise ValueError(f"periods must be an integer >= 1, got {periods!r}")
+    if not (L > 0 and eta > 0):
+        raise ValueError(f"L and eta must be > 0, got L={L!r}, eta={eta!r}")
+    P = 2 * (2 * tau + 1)
+    Kk = periods * P
+    orbit = tightness_orbit(eta, tau)
+    measured = L * float(np.mean(np.abs(orbit)))
+    delta0 = L * eta**2 / 8
+    b = float(bound(delta0, L, 1.0, 0.0, eta, 1.0, Kk, tau))
+    return {"x0": eta / 2, "L": L, "eta": eta, "tau": tau, "alpha": 1.0, "beta": 0.0,
+            "sigma": 0.0, "rho": 1.0, "Delta": delta0, "K": Kk, "period": P,
+            "measured": measured, "bound": b, "ratio": measured / b, "ratio_lower": 0.25,
+            "delay_ratio_lower": 1 / 6, "orbit": orbit}
+
+
+def tightness_orbit(eta, tau):
+    """y_0..y_{P−1} of the instance (P = 2(2τ+1)): y_k = Y((k + τ) mod P), where Y starts at
+    the top (τ+½)η, goes down 2τ+1 steps, then up 2τ+1 steps."""
+    P = 2 * (2 * tau + 1)
+    top = (tau + 0.5) * eta
+    Y = [top - i * eta for i in range(2 * tau + 1)] + \
+        [-top + i * eta for i in range(2 * tau + 1)]
+    return np.array([Y[(kk + tau) % P] for kk in range(P)], dtype=float)
+
+
+__all__ = ["PARAMS", "statement", "kovalev_statement", "surrogate", "result", "bound",
+           "kovalev_bound", "initial_error_bound", "optimal_eta", "optimal_params",
+           "optimal_alpha_expr", "optimal_eta_expr", "complexity", "complexity_expr",
+           "alpha0_expr", "tightness_instance",
+           "tightness_orbit", "tightness_average_expr", "tightness_bound_expr", "E0"]

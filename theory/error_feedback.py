@@ -1,0 +1,255 @@
+r"""T2 — delayed LMO/Muon with update-level Error Feedback (EF).
+
+**Method (what the production code runs).** ``DelayedOptimizer(Muon(...), delay=τ,
+correction="ef")``, ``formulation="gradient"``, τ ≥ 1. Index by applied steps, y_k = x_{k+τ}
+(the τ idle start steps do not move x). The update applied at step k is u_k = η d_k,
+d_k = lmo(v_k), where v_k is the EMA momentum (or its Nesterov combination) after consuming
+g(z_k), z_k = y_{k−τ} (y_j = y_0 for j < 0). EF applies
+
+.. math::  y_{k+1} = y_k - 2u_k + u_{k-1},\qquad u_{-1} = 0
+
+(for τ = 1 this is x(t+1) = x(t) − 2u(t−1) + u(t−2) of DESIGN.md).
+
+**Virtual sequence.** w_k := y_k + u_{k−1} satisfies w_{k+1} = w_k − u_k (step V1): the EF
+run is an *undelayed* LMO run on w, whose gradients are taken at z_k = w_k − o_k with the
+offset (steps V2–V5)
+
+.. math::  o_k = w_k - z_k = -(u_{k-1} - u_{k-\tau-1}) - \sum_{j=k-\tau}^{k-2} u_j .
+
+For τ = 1, o_k = −(u_{k−1} − u_{k−2}): the delay penalty is the *drift* of consecutive
+updates, not their size. (DESIGN's w̃_t = x_t − (u(t−1) − u(t−2)) is w_{k+1}, step V1b.)
+
+**Theorem (T2).** Under A0–A3, BAND, INIT, with drift := (1/K) Σ_{k<K} E‖u_{k−1} −
+u_{k−τ−1}‖/η (≤ 2(1+ε₁) always),
+
+.. math::
+    \frac1K\sum_{k<K}\mathbb{E}\|\nabla f(w_k)\|_\dagger \le
+    q\Big(\frac{\Delta_0}{\eta K} + \frac{L\eta r^2}{2}\Big)
+    + C\Big(\frac{(1-\alpha)E_0}{\alpha K} + \sqrt{\alpha}\,\rho\sigma
+    + L\eta r\frac{1-\alpha}{\alpha} + L\eta\big(\mathrm{drift} + (\tau-1)r\big)\Big)
+
+(virtual point), and the same plus Lη r for (1/K) Σ E‖∇f(y_k)‖† = the average at the real
+iterates x_{k+τ} (step X2). Nesterov as in T1. Worst case (drift = 2r): the delay term is
+CLηr(τ+1), one CLηr more than T1's CLηrτ; EF wins when drift is small (high momentum makes
+consecutive Muon updates similar). For τ = 1: at the virtual point EF beats no-EF iff
+drift < r; at the iterate iff C·drift + r < C·r (drift < r/2 for the exact LMO).
+
+For verify/: w_k = x_{k+τ} + u_{k−1}, where u_{k−1} is the last applied update
+(``DelayedOptimizer.prev_update``); for τ = 1, drift·K·η = Σ_{j=0}^{K−2} ‖u_j − u_{j−1}‖ =
+the sum of the first K−1 recorded ``drift_norm`` values of ``track_updates=True`` (the first
+is ‖u_0‖).
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+import numpy as np
+import sympy as sp
+
+from . import _lmo
+from ._lmo import N, descent_steps, final_steps, momentum_steps, nesterov_noise_factor, summ
+from .assumptions import (
+    E0,
+    C,
+    Delta,
+    K,
+    L,
+    Result,
+    Step,
+    alpha,
+    drift,
+    eps1,
+    eps2,
+    eq,
+    eta,
+    ge,
+    j,
+    k,
+    le,
+    q,
+    r,
+    rho,
+    sigma,
+    tau,
+)
+from .delayed_lmo import _check
+from .delayed_lmo import statement as t1_statement
+
+w = 1 - alpha
+PARAMS = (Delta, L, rho, sigma, eta, alpha, K, tau, drift, eps1, eps2, E0)
+
+Y = sp.Function("y")
+U = sp.Function("u")
+O = sp.Function(r"\mathbb{E}\|o\|", nonnegative=True)
+Dr = sp.Function(r"\mathbb{E}\delta", nonnegative=True)
+un = sp.Function(r"\|u\|", nonnegative=True)
+
+
+def statement(point: str = "virtual", nesterov: bool = False) -> sp.Expr:
+    r"""The T2 bound over ``PARAMS`` (``drift`` symbolic; worst case: drift = 2(1+ε₁)).
+    ``point="virtual"`` bounds the average at w_k, ``"iterate"`` at x_{k+τ} (adds Lηr)."""
+    if nesterov:
+        init, noise, lag = w**2, nesterov_noise_factor(), w**2 / alpha
+    else:
+        init, noise, lag = w, sp.sqrt(alpha), w / alpha
+    b = q * (Delta / (eta * K) + L * eta * r**2 / 2) + C * (
+        init * E0 / (alpha * K) + noise * rho * sigma + L * eta * r * lag
+        + L * eta * (drift + (tau - 1) * r))
+    if point == "iterate":
+        return b + L * eta * r
+    if point == "virtual":
+        return b
+    raise ValueError(f"point must be 'virtual' or 'iterate', got {point!r}")
+
+
+def _virtual_steps() -> list[Step]:
+    ef = Step("MODEL EF recursion (production)", "assumption",
+              eq(Y(k + 1), Y(k) - 2 * U(k) + U(k - 1)),
+              "production EF on applied steps: y_{k+1} = y_k - 2u_k + u_{k-1}, u_{-1} = 0, "
+              "u_k = eta lmo(v_k) (zero for k < 0: the idle start)")
+    v1 = Step("V1 virtual sequence", "identity",
+              eq(Y(k + 1) + U(k), (Y(k) + U(k - 1)) - U(k)),
+              "w_k := y_k + u_{k-1} gives w_{k+1} = w_k - u_k", rewrites=(ef,))
+    v1b = Step("V1b DESIGN's virtual point", "identity",
+               eq(Y(k) - (U(k) - U(k - 1)), Y(k + 1) + U(k)),
+               "w~ = x - (u(t-1) - u(t-2)) of DESIGN.md is w_{k+1}", rewrites=(ef,))
+    v2 = Step("V2 delay telescoping", "sum",
+              eq(sp.Sum(-2 * U(j) + U(j - 1), (j, k - tau, k - 1)), Y(k) - Y(k - tau)),
+              "y_k - y_{k-tau} is the sum of the tau EF steps before k (induction on tau)",
+              induction_var=tau, rewrites=((ef, {k: k - tau}),))
+    v3 = Step("V3 collect the updates", "sum",
+              eq(sp.Sum(-2 * U(j) + U(j - 1), (j, k - tau, k - 1)),
+                 -sp.Sum(U(j), (j, k - tau, k - 1)) - U(k - 1) + U(k - tau - 1)),
+              induction_var=tau)
+    v4 = Step("V4 peel the newest update", "sum",
+              eq(sp.Sum(U(j), (j, k - tau, k - 1)),
+                 sp.Sum(U(j), (j, k - tau, k - 2)) + U(k - 1)), induction_var=tau)
+    v5 = Step("V5 offset", "identity",
+              eq(sp.Sum(-2 * U(j) + U(j - 1), (j, k - tau, k - 1)) + U(k - 1),
+                 -(U(k - 1) - U(k - tau - 1)) - sp.Sum(U(j), (j, k - tau, k - 2))),
+              "o_k = w_k - z_k = (y_k - y_{k-tau}) + u_{k-1} (V2) = -(u_{k-1} - u_{k-tau-1}) - "
+              "sum_{j=k-tau}^{k-2} u_j", rewrites=(v3, v4))
+    v6 = Step("V6 offset norm", "cited",
+              le(O(k), eta * Dr(k) + (tau - 1) * eta * r),
+              "triangle inequality on V5 and BAND (||u_j|| <= eta(1+eps1)); delta_k := "
+              "||u_{k-1} - u_{k-tau-1}||/eta; then expectation", refs=("BAND",))
+    v7 = Step("V7 drift (definition)", "identity", eq(summ(Dr(k)), K * drift),
+              "drift := (1/K) sum_{k<K} E delta_k", model={drift: summ(Dr(k)) / K})
+    v8 = Step("V8 summed offset", "inequality",
+              le(summ(O(k)), K * eta * (drift + (tau - 1) * r)),
+              uses=((v6, 1, (k, 0, K - 1)),), rewrites=(v7,))
+    return [ef, v1, v1b, v2, v3, v4, v5, v6, v7, v8]
+
+
+def _steps(nesterov: bool) -> list[Step]:
+    steps = _virtual_steps()
+    v8 = steps[-1]
+    d, desc = descent_steps()
+    steps += d
+    m, mom, total = momentum_steps(
+        L * O(k),
+        "A2: ||grad f(z_k) - grad f(w_k)||_dual <= L ||o_k||; then expectation", nesterov)
+    steps += m
+    total2 = total.subs(summ(O(k)), K * eta * (drift + (tau - 1) * r))
+    m_ef = Step("E1 input error with the EF offset", "inequality", le(summ(_lmo.R(k)), total2),
+                uses=((mom, 1), (v8, L)))
+    steps.append(m_ef)
+    bv = statement("virtual", nesterov)
+    f1, f2 = final_steps(desc, m_ef, total2, bv)
+    Ny = sp.Function(r"\mathbb{E}\|\nabla f(y)\|", nonnegative=True)
+    x1 = Step("X1 back to the iterate", "cited", le(Ny(k), N(k) + L * eta * r),
+              "A2: ||grad f(y_k) - grad f(w_k)||_dual <= L ||u_{k-1}|| <= L eta (1+eps1)",
+              refs=("A2", "BAND"))
+    x2 = Step("X2 average at the iterate", "inequality",
+              le(summ(Ny(k)) / K, statement("iterate", nesterov)),
+              uses=((x1, 1 / K, (k, 0, K - 1)), (f2, 1)))
+    steps += [f1, f2, x1, x2]
+    steps.append(Step("X3 worst case drift", "cited", le(drift, 2 * r),
+                      "||u_{k-1} - u_{k-tau-1}|| <= 2 eta (1+eps1) (triangle, BAND)",
+                      refs=("BAND",)))
+    steps.append(Step("X4 bound increases with drift", "monotonicity",
+                      ge(sp.diff(bv, drift), 0), mono=(bv, drift, 1, None)))
+    if not nesterov:
+        steps.append(Step("X5 worst case vs no EF", "identity",
+                          eq(bv.subs(drift, 2 * r) - t1_statement(False), C * L * eta * r),
+                          "worst case: one C L eta r more than T1 (offset 2 eta r vs eta r)"))
+    return steps
+
+
+@cache
+def result(nesterov: bool = False) -> Result:
+    """The T2 :class:`~theory.assumptions.Result` (virtual-point statement; X2 gives the
+    iterate version)."""
+    return Result(
+        name="T2-nesterov" if nesterov else "T2",
+        title="delayed LMO/Muon with Error Feedback, worst-case and data-dependent (drift)",
+        quantity="(1/K) sum_{k<K} E||grad f(w_k)||_dual, w_k = x_{k+tau} + u_{k-1} (virtual "
+                 "point); +L eta (1+eps1) for the iterates x_{k+tau} (step X2)",
+        quantity_latex=r"\frac1K\sum_{k<K}\mathbb{E}\|\nabla f(w_k)\|_\dagger",
+        statement=statement("virtual", nesterov),
+        params=PARAMS,
+        steps=_steps(nesterov),
+        assumptions=("A0", "A1", "A2", "A3", "BAND", "INIT"),
+        legend={**_lmo.LEGEND, O(k): "E of the offset norm ||w_k - z_k||",
+                drift: "mean_k E||u_{k-1} - u_{k-tau-1}||/eta"},
+        notes="Requires tau >= 1 (EF is not applied to synchronous steps).",
+    )
+
+
+@cache
+def _iterate_numeric(nesterov: bool):
+    return sp.lambdify(PARAMS, statement("iterate", nesterov), "numpy")
+
+
+def bound(Delta, L, rho, sigma, eta, alpha, K, tau=1, drift=None, eps1=0.0, eps2=0.0,
+          E0=None, point="iterate", nesterov=False):
+    r"""T2: bound on the average stationarity of the EF run over K applied steps.
+
+    q(Δ₀/(ηK) + Lηr²/2) + C((1−α)E₀/(αK) + √αρσ + Lηr(1−α)/α + Lη(drift + (τ−1)r))
+    [+ Lηr when ``point="iterate"``], r = 1+ε₁, q = 1/(1−ε₂), C = (2+ε₁−ε₂)/(1−ε₂).
+
+    ``point="iterate"`` (default) bounds (1/K) Σ_{k<K} E‖∇f(x_{k+τ})‖†; ``"virtual"`` bounds
+    (1/K) Σ E‖∇f(w_k)‖† with w_k = x_{k+τ} + u_{k−1}. ``drift=None`` is the worst case
+    2(1+ε₁); a measured drift is (1/(Kη)) Σ_{k<K} ‖u_{k−1} − u_{k−τ−1}‖ (u_j = 0 for j < 0).
+    ``E0=None`` uses √(2LΔ₀) (zero momentum buffer). Assumptions A0–A3, BAND, INIT; τ ≥ 1.
+    """
+    _check(Delta, L, rho, sigma, eta, alpha, K, tau, eps1, eps2)
+    if np.any(np.asarray(tau, dtype=float) < 1):
+        raise ValueError(f"EF needs a delay tau >= 1 (synchronous steps are not corrected), "
+                         f"got tau={tau!r}")
+    if point not in ("virtual", "iterate"):
+        raise ValueError(f"point must be 'virtual' or 'iterate', got {point!r}")
+    if drift is None:
+        drift = 2.0 * (1.0 + np.asarray(eps1, dtype=float))
+    elif np.any(np.asarray(drift, dtype=float) < 0):
+        raise ValueError(f"drift is a mean norm ratio, must be >= 0, got {drift!r}")
+    if E0 is None:
+        E0 = np.sqrt(2.0 * np.asarray(L, dtype=float) * np.asarray(Delta, dtype=float))
+    fn = result(bool(nesterov)).numeric() if point == "virtual" else \
+        _iterate_numeric(bool(nesterov))
+    return fn(Delta, L, rho, sigma, eta, alpha, K, tau, drift, eps1, eps2, E0)
+
+
+def measured_drift(updates, eta, tau=1):
+    r"""drift = (1/(Kη)) Σ_{k<K} ‖u_{k−1} − u_{k−τ−1}‖ from the K applied updates
+    ``updates[0..K−1]`` (arrays; u_j = 0 for j < 0). The norm is the Euclidean (Frobenius)
+    norm of the flattened difference, an upper bound on the spectral norm, so the resulting
+    bound stays valid for Muon."""
+    if not eta > 0:
+        raise ValueError(f"eta must be > 0, got {eta!r}")
+    ups = [np.asarray(u, dtype=float) for u in updates]
+    Kk = len(ups)
+    if Kk == 0:
+        raise ValueError("measured_drift needs at least one update")
+    zero = np.zeros_like(ups[0])
+
+    def u(i):
+        return ups[i] if i >= 0 else zero
+
+    total = sum(float(np.linalg.norm((u(kk - 1) - u(kk - tau - 1)).ravel()))
+                for kk in range(Kk))
+    return total / (Kk * eta)
+
+
+__all__ = ["PARAMS", "statement", "result", "bound", "measured_drift"]

@@ -1,0 +1,282 @@
+r"""T4 — per-block (per-stage) delays: original PipeDream vs PipeDream-2BW.
+
+**Method.** The parameters split into blocks s = 0..P−1 (pipeline stages; each a set of
+whole matrices), with the product norm ‖x‖ = max_s ‖x_s‖ (dual Σ_s ‖g_s‖†; Muon's per-matrix
+polar factor is the LMO of this ball). ``DelayedOptimizer(opt, delay=[τ_0, …, τ_{P−1}])``
+(``formulation="gradient"``): block s is idle for t < τ_s, then consumes ∇_s at x_{t−τ_s}:
+
+.. math::
+    m_{s,t} = (1-\alpha) m_{s,t-1} + \alpha\, g_s(x_{t-\tau_s}),\ m_{s,\tau_s-1} = 0,\qquad
+    x_{s,t+1} = x_{s,t} - \eta\,\mathrm{lmo}_s(v_{s,t}).
+
+Original PipeDream: τ_s = P−1−s (τ_max = P−1, τ_min = 0); PipeDream-2BW: τ_s = 1.
+
+**Theorem (T4).** Under A0, A1 (block variances σ_s² with Σσ_s² ≤ σ²), A2b (block
+smoothness L_s, Σ L_s = L), A3 (block ρ_s, ρ = √Σρ_s²), BAND, INIT, with Δτ = τ_max − τ_min,
+τ_eff = Σ_s L_s τ_s / L (≤ τ_max) and K steps after all blocks are active,
+
+.. math::
+    \frac1K\sum_{t=\tau_{\max}}^{\tau_{\max}+K-1}\mathbb{E}\|\nabla f(x_t)\|_\dagger \le
+    q\Big(\frac{\Delta_0}{\eta K} + \big(1+\tfrac{\Delta\tau}{K}\big)\frac{L\eta r^2}{2}\Big)
+    + C\Big(\big(1+\tfrac{\Delta\tau}{K}\big)\Big(\sqrt\alpha\rho\sigma
+    + L\eta r\big(\tfrac{1-\alpha}{\alpha} + \tau_{\mathrm{eff}}\big)\Big)
+    + \frac{(1-\alpha)(E_0 + L\eta r(\tau_{\mathrm{eff}} - \tau_{\min}))}{\alpha K}\Big).
+
+Uniform delays reduce it to T1 (step W9). The delay penalty is CLηrτ_eff: 2BW pays τ = 1 at
+every depth; PipeDream pays τ_eff = (P−1)/2 for equal block smoothness and up to τ_max = P−1
+(when the early stages dominate L), i.e. it grows linearly with depth (step W12) — why depth
+hurts PipeDream and not 2BW. Without knowledge of the L_s, use τ_eff = τ_max (valid for any
+split, step W10). Nesterov: as in T1.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+import numpy as np
+import sympy as sp
+
+from . import _lmo
+from ._lmo import momentum_steps, nesterov_noise_factor, summ
+from .assumptions import (
+    DOMAIN,
+    E0,
+    C,
+    Delta,
+    K,
+    L,
+    Result,
+    Step,
+    alpha,
+    eps1,
+    eps2,
+    eq,
+    eta,
+    ge,
+    k,
+    le,
+    q,
+    r,
+    rename_steps,
+    rho,
+    sigma,
+    tau,
+)
+from .delayed_lmo import _check
+from .delayed_lmo import statement as t1_statement
+
+w = 1 - alpha
+tau_max = sp.Symbol("tau_max", nonnegative=True)
+tau_min = sp.Symbol("tau_min", nonnegative=True)
+tau_eff = sp.Symbol("tau_eff", nonnegative=True)
+Pn = sp.Symbol("P", positive=True, integer=True)
+s = sp.Symbol("s", integer=True, nonnegative=True)
+PARAMS = (Delta, L, rho, sigma, eta, alpha, K, tau_max, tau_min, tau_eff, eps1, eps2, E0)
+_dtau = sp.Symbol("Delta_tau", nonnegative=True)
+_pp = sp.Symbol("P_minus_1", nonnegative=True)
+#: DOMAIN plus tau_max = tau_min + Δτ (Δτ ≥ 0) and P = 1 + (P−1)
+DOMAIN_T4 = {**DOMAIN, tau_max: tau_min + _dtau, Pn: 1 + _pp}
+
+# one generic block b (symbols), then per-block functions of s
+n_b = sp.Symbol("n_b", positive=True, integer=True)
+L_b = sp.Symbol("L_b", positive=True)
+rho_b = sp.Symbol("rho_b", positive=True)
+sigma_b = sp.Symbol("sigma_b", positive=True)
+G_b = sp.Symbol("G_b", nonnegative=True)
+tau_b = sp.Symbol("tau_b", nonnegative=True)
+ns = sp.Function("n", positive=True)
+Ls = sp.Function("L", positive=True)
+RSs = sp.Function(r"\rho\sigma", nonnegative=True)
+Gs = sp.Function("G", nonnegative=True)
+gs = sp.Function("g", nonnegative=True)
+taus = sp.Function(r"\tau", nonnegative=True)
+SR = sp.Function(r"\Sigma\mathbb{E}\|e\|", nonnegative=True)
+
+
+def _factors(nesterov: bool):
+    if nesterov:
+        return w**2, nesterov_noise_factor(), w**2 / alpha
+    return w, sp.sqrt(alpha), w / alpha
+
+
+def statement(nesterov: bool = False) -> sp.Expr:
+    r"""The T4 bound over ``PARAMS`` (τ_max, τ_min, τ_eff as symbols)."""
+    init, noise, lag = _factors(nesterov)
+    dt = 1 + (tau_max - tau_min) / K
+    return q * (Delta / (eta * K) + dt * L * eta * r**2 / 2) + C * (
+        dt * (noise * rho * sigma + L * eta * r * (lag + tau_eff))
+        + init * (E0 + L * eta * r * (tau_eff - tau_min)) / (alpha * K))
+
+
+def _steps(nesterov: bool) -> list[Step]:
+    init, noise, lag = _factors(nesterov)
+    steps: list[Step] = [
+        Step("MODEL per-block delays", "assumption", le(tau_min, taus(s)),
+             "production: block s idle for t < tau_s, then consumes grad_s at x_{t-tau_s}; "
+             "tau_min <= tau_s <= tau_max", refs=("BAND",)),
+        Step("MODEL' tau_s <= tau_max", "assumption", le(taus(s), tau_max)),
+        Step("W0 product norm", "cited", eq(sp.Symbol(r"\|x\|"), sp.Symbol(r"\max_s\|x_s\|")),
+             "the LMO of the max-norm ball is blockwise (Muon per matrix); one step moves every "
+             "block by <= eta(1+eps1), so ||x_t - x_{t-tau_s}|| <= tau_s eta (1+eps1)",
+             refs=("A2b",)),
+    ]
+    # the momentum lemma for one generic block b (K -> n_b, L -> L_b, ...)
+    mom, last, total = momentum_steps(
+        L * tau * eta * r,
+        "A2b: ||grad_b f(x_{t-tau_b}) - grad_b f(x_t)|| <= L_b tau_b eta (1+eps1)", nesterov,
+        delay_refs=("A2b",))
+    mapping = {K: n_b, L: L_b, rho: rho_b, sigma: sigma_b, E0: G_b, tau: tau_b}
+    block = rename_steps(mom, mapping, "block: ")
+    steps += block
+    blast = block[-1]
+    sumR = summ(_lmo.R(k)).xreplace({K: n_b})
+    inst = {n_b: ns(s), L_b: Ls(s), rho_b * sigma_b: RSs(s), G_b: Gs(s), tau_b: taus(s),
+            sumR: SR(s)}
+    per_block = sp.expand(total.xreplace(mapping).subs(inst))
+    w1 = Step("W1 block s", "inequality", le(SR(s), per_block),
+              "the block lemma instantiated for block s (its n_s applied steps, L_s, "
+              "rho_s sigma_s, initial error G_s, delay tau_s)",
+              uses=((blast, 1, inst),))
+    w2 = Step("W2 block initial error", "cited",
+              le(Gs(s), gs(s) + Ls(s) * (taus(s) - tau_min) * eta * r),
+              "block s starts at x_{tau_s - 1}, at most tau_s - tau_min moving steps from x_0; "
+              "A2b; g_s = E||m_{s,-1} - grad_s f(x_0)||", refs=("A2b", "INIT"))
+    w3a = Step("W3a applied steps of block s", "cited", eq(ns(s), K + tau_max - taus(s)),
+               "the run has tau_max + K steps; block s applies from t = tau_s")
+    w3 = Step("W3 n_s <= K + tau_max - tau_min", "inequality",
+              le(ns(s), K + tau_max - tau_min), uses=((steps[0], 1),), rewrites=(w3a,))
+    Psum = (s, 0, Pn - 1)
+
+    def ssum(e):
+        return sp.Sum(e, Psum)
+
+    d_ls = Step("W4a A2b constants", "assumption", eq(ssum(Ls(s)), L), "sum_s L_s = L",
+                refs=("A2b",))
+    d_te = Step("W4b tau_eff (definition)", "identity", eq(ssum(Ls(s) * taus(s)), L * tau_eff),
+                "tau_eff := sum_s L_s tau_s / L", model={tau_eff: ssum(Ls(s) * taus(s)) / L})
+    d_g = Step("W4c initial errors", "assumption", le(ssum(gs(s)), E0),
+               "INIT per block: sum_s g_s <= E0 (zero buffers: = ||grad f(x0)||_dual)",
+               refs=("INIT",))
+    d_cs = Step("W4d Cauchy-Schwarz", "cited", le(ssum(RSs(s)), rho * sigma),
+                "sum_s rho_s sigma_s <= sqrt(sum rho_s^2) sqrt(sum sigma_s^2) = rho sigma "
+                "(A1, A3 per block)", refs=("A1", "A3"))
+    dt = K + tau_max - tau_min
+    total_all = dt * noise * rho * sigma + dt * L * eta * r * (lag + tau_eff) + init * (
+        E0 + L * eta * r * (tau_eff - tau_min)) / alpha
+    w5 = Step("W5 sum over blocks", "inequality", le(ssum(SR(s)), total_all),
+              uses=((w1, 1, Psum), (w2, init / alpha, Psum),
+                    (w3, noise * RSs(s) + Ls(s) * eta * r * (lag + taus(s)), Psum),
+                    (d_g, init / alpha), (d_cs, dt * noise)),
+              rewrites=(d_ls, d_te), domain=DOMAIN_T4)
+    Cp = 2 + eps1 - eps2
+    SN = sp.Symbol(r"\Sigma_{t\ge\tau_{\max}}\mathbb{E}\|\nabla f(x_t)\|", nonnegative=True)
+    w6 = Step("W6 summed descent with active sets", "cited",
+              le((1 - eps2) * eta * SN, Delta + eta * Cp * ssum(SR(s))
+                 + dt * L * eta**2 * r**2 / 2),
+              "per step: D1-D10 of T1 blockwise over the active blocks S_t (product norm: "
+              "||d|| <= 1+eps1, <grad f, d> = sum_s <grad_s f, d_s>); sum over t < tau_max + K; "
+              "drop the nonpositive gradient terms of the partially active steps t < tau_max; "
+              "the curvature term counts the K + tau_max - tau_min steps that move",
+              refs=("A0", "A2b", "BAND"))
+    bound = statement(nesterov)
+    w7 = Step("W7 final", "inequality", le(SN / K, bound),
+              uses=((w6, 1 / ((1 - eps2) * eta * K)), (w5, Cp / ((1 - eps2) * K))))
+    w8 = Step("W8 uniform delays reduce to T1", "identity",
+              eq(bound.subs({tau_max: tau, tau_min: tau, tau_eff: tau}),
+                 t1_statement(nesterov)))
+    w9 = Step("W9 bound increases with tau_eff", "monotonicity", ge(sp.diff(bound, tau_eff), 0),
+              mono=(bound, tau_eff, 1, None), domain=DOMAIN_T4)
+    w10 = Step("W10 tau_eff <= tau_max", "inequality",
+               le(ssum(Ls(s) * taus(s)), L * tau_max),
+               uses=((steps[1], Ls(s), Psum),), rewrites=(d_ls,))
+    ss = sp.Symbol("s", integer=True, nonnegative=True)
+    w11 = Step("W11 PipeDream mean delay", "sum",
+               eq(sp.Sum(Pn - 1 - ss, (ss, 0, Pn - 1)), Pn * (Pn - 1) / 2),
+               "tau_s = P-1-s: equal L_s give tau_eff = (P-1)/2")
+    pd = bound.subs({tau_max: Pn - 1, tau_min: 0, tau_eff: (Pn - 1) / 2})
+    w12 = Step("W12 PipeDream bound grows with depth P", "monotonicity",
+               ge(sp.diff(pd, Pn), 0), mono=(pd, Pn, 1, None), domain=DOMAIN_T4)
+    tb = bound.subs({tau_max: 1, tau_min: 1, tau_eff: 1})
+    w13 = Step("W13 2BW bound is independent of P", "identity", eq(sp.diff(tb, Pn), 0),
+               "tau_s = 1 for every stage")
+    steps += [w1, w2, w3a, w3, d_ls, d_te, d_g, d_cs, w5, w6, w7, w8, w9, w10, w11, w12, w13]
+    return steps
+
+
+@cache
+def result(nesterov: bool = False) -> Result:
+    """The T4 :class:`~theory.assumptions.Result`."""
+    return Result(
+        name="T4-nesterov" if nesterov else "T4",
+        title="per-block delays (PipeDream tau_s = P-1-s vs 2BW tau_s = 1)",
+        quantity="(1/K) sum_{t=tau_max}^{tau_max+K-1} E||grad f(x_t)||_dual (K steps after "
+                 "every block is active)",
+        quantity_latex=r"\frac1K\sum_{t=\tau_{\max}}^{\tau_{\max}+K-1}\mathbb{E}"
+                       r"\|\nabla f(x_t)\|_\dagger",
+        statement=statement(nesterov), params=PARAMS, steps=_steps(nesterov),
+        assumptions=("A0", "A1", "A2b", "A3", "BAND", "INIT"),
+        legend={**_lmo.LEGEND, tau_eff: "sum_s L_s tau_s / L (<= tau_max)"},
+        notes="block lemma = T1's momentum lemma renamed per block and re-checked")
+
+
+def pipedream_taus(P: int) -> list[int]:
+    """Original PipeDream (weight stashing): stage s of P has delay τ_s = P − 1 − s."""
+    if not (isinstance(P, (int, np.integer)) and P >= 1):
+        raise ValueError(f"P (number of stages) must be an integer >= 1, got {P!r}")
+    return [P - 1 - i for i in range(P)]
+
+
+def twobw_taus(P: int) -> list[int]:
+    """PipeDream-2BW: every stage has delay 1."""
+    if not (isinstance(P, (int, np.integer)) and P >= 1):
+        raise ValueError(f"P (number of stages) must be an integer >= 1, got {P!r}")
+    return [1] * P
+
+
+def effective_delay(taus, weights=None) -> float:
+    r"""τ_eff = Σ_s w_s τ_s with w_s = L_s/L (normalised); ``weights=None`` gives τ_max (valid
+    for every split of L over the blocks)."""
+    t = np.asarray(taus, dtype=float)
+    if t.ndim != 1 or t.size == 0 or np.any(t < 0):
+        raise ValueError(f"taus must be a non-empty list of delays >= 0, got {taus!r}")
+    if weights is None:
+        return float(t.max())
+    wts = np.asarray(weights, dtype=float)
+    if wts.shape != t.shape or np.any(wts < 0) or wts.sum() <= 0:
+        raise ValueError(f"weights must be {t.size} non-negative numbers (L_s/L) with a "
+                         f"positive sum, got {weights!r}")
+    return float(np.dot(wts / wts.sum(), t))
+
+
+def bound(Delta, L, rho, sigma, eta, alpha, K, taus, weights=None, eps1=0.0, eps2=0.0,
+          E0=None, nesterov=False):
+    r"""T4: bound on (1/K) Σ_{t=τ_max}^{τ_max+K−1} E‖∇f(x_t)‖† with per-block delays ``taus``:
+
+    q(Δ₀/(ηK) + (1+Δτ/K)Lηr²/2) + C((1+Δτ/K)(√αρσ + Lηr((1−α)/α + τ_eff))
+    + (1−α)(E₀ + Lηr(τ_eff − τ_min))/(αK)),  Δτ = τ_max − τ_min,
+
+    τ_eff = Σ w_s τ_s (``weights`` = L_s/L), or τ_max when ``weights`` is None. Assumptions
+    A0, A1, A2b, A3, BAND, INIT. ``E0=None`` uses √(2LΔ₀) (zero momentum buffers).
+    """
+    t = np.asarray(taus, dtype=float)
+    te = effective_delay(taus, weights)
+    _check(Delta, L, rho, sigma, eta, alpha, K, te, eps1, eps2)
+    if E0 is None:
+        E0 = np.sqrt(2.0 * np.asarray(L, dtype=float) * np.asarray(Delta, dtype=float))
+    return result(bool(nesterov)).numeric()(Delta, L, rho, sigma, eta, alpha, K, float(t.max()),
+                                            float(t.min()), te, eps1, eps2, E0)
+
+
+def depth_penalty(P, schedule="pipedream", weights=None):
+    r"""The delay factor τ_eff that multiplies CLη(1+ε₁) in T4: 1 for 2BW at every depth P;
+    for PipeDream τ_max = P−1 (``weights=None``) or Σ w_s(P−1−s) (e.g. equal weights:
+    (P−1)/2)."""
+    if schedule == "2bw":
+        return effective_delay(twobw_taus(P), weights)
+    if schedule == "pipedream":
+        return effective_delay(pipedream_taus(P), weights)
+    raise ValueError(f"schedule must be 'pipedream' or '2bw', got {schedule!r}")
+
+
+__all__ = ["PARAMS", "statement", "result", "bound", "pipedream_taus", "twobw_taus",
+           "effective_delay", "depth_penalty"]

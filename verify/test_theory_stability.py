@@ -1,0 +1,140 @@
+"""Numeric self-checks of T3 (``theory.stability``): characteristic polynomials against the
+state matrices, the Schur–Cohn criterion against numpy roots, the closed-form critical steps
+against the root locus and against a direct float64 simulation of the recursion."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import sympy as sp
+
+from theory import stability as T3
+from theory.assumptions import c, z
+
+CASES = [(0, False), (1, False), (2, False), (1, True), (2, True)]
+BETAS = [0.0, 0.3, 0.6, 0.9]
+
+
+@pytest.mark.parametrize("tau,ef", CASES + [(3, False), (3, True), (4, True)])
+def test_char_poly_is_det_of_state_matrix(tau, ef):
+    for beta in (sp.Rational(0), sp.Rational(1, 3), sp.Rational(9, 10)):
+        P = T3.char_poly(beta, tau, ef).as_expr()
+        A = T3.state_matrix(beta, tau, ef)
+        lam = sp.Symbol("lam")
+        det = A.charpoly(lam).as_expr().subs(lam, z)
+        extra = (tau + 2) - sp.degree(P, z)
+        assert sp.expand(det - z**extra * P) == 0
+
+
+def test_char_poly_api():
+    P = T3.char_poly(0.5, 1, ef=True)
+    assert isinstance(P, sp.Poly) and P.gens == (z,)
+    assert c in P.free_symbols
+    assert P.degree() == 3
+    with pytest.raises(ValueError, match="beta"):
+        T3.char_poly(1.0, 1)
+    with pytest.raises(ValueError, match="tau"):
+        T3.critical_step(0.5, -1)
+
+
+def test_schur_cohn_matches_roots():
+    rng = np.random.default_rng(0)
+    for tau, ef in CASES:
+        for _ in range(20):
+            beta = sp.Rational(int(rng.integers(0, 99)), 100)
+            cv = sp.Rational(int(rng.integers(1, 300)), 100)
+            deltas = T3.schur_cohn(T3.char_poly_expr(beta, tau, ef).subs(c, cv))
+            sc = all(d > 0 for d in deltas)
+            rad = T3.spectral_radius(float(beta), float(cv), tau, ef)
+            if abs(rad - 1) > 1e-9:
+                assert sc == (rad < 1), (tau, ef, beta, cv)
+
+
+@pytest.mark.parametrize("tau,ef", CASES + [(3, False), (3, True), (5, True)])
+def test_closed_form_equals_root_locus(tau, ef):
+    for beta in BETAS + [0.99]:
+        cs = T3.critical_step(beta, tau, ef)
+        assert T3.critical_step_numeric(beta, tau, ef) == pytest.approx(cs, rel=1e-7)
+        expr = T3.critical_step_expr(tau, ef)
+        if expr is not None:
+            assert float(expr.subs(T3.beta, beta)) == pytest.approx(cs, rel=1e-12)
+
+
+@pytest.mark.parametrize("tau,ef", CASES + [(3, True)])
+def test_stable_below_and_unstable_above(tau, ef):
+    for beta in BETAS:
+        cs = T3.critical_step(beta, tau, ef)
+        grid = np.linspace(1e-3, 0.999, 60) * cs
+        assert all(T3.is_stable(beta, g, tau, ef) for g in grid)
+        assert not T3.is_stable(beta, 1.001 * cs, tau, ef)
+
+
+@pytest.mark.parametrize("tau,ef", CASES)
+def test_simulation_converges_at_095_and_diverges_at_105(tau, ef):
+    for beta in BETAS:
+        inst = T3.tightness_instance(beta, tau, ef)
+        n = inst["steps"]
+        lo = T3.simulate(beta, inst["eta_stable"], tau, ef, steps=n)
+        hi = T3.simulate(beta, inst["eta_unstable"], tau, ef, steps=n)
+        assert abs(lo[-1]) < 1e-4, (tau, ef, beta, lo[-1])
+        assert np.max(np.abs(hi[-2 * (tau + 2):])) > 1e3, (tau, ef, beta, hi[-1])
+
+
+def test_known_values_and_mechanism():
+    assert T3.critical_step(0.0, 0) == pytest.approx(2.0)
+    assert T3.critical_step(0.9, 0) == pytest.approx(38.0)
+    for beta in BETAS:
+        assert T3.critical_step(beta, 1) == 1.0
+    golden = (np.sqrt(5) - 1) / 2
+    assert T3.critical_step(0.0, 2) == pytest.approx(golden)
+    assert T3.critical_step(0.0, 1, ef=True) == pytest.approx(golden)
+    assert T3.critical_step(0.0, 2, ef=True) == pytest.approx(0.5320888862)
+    # EF makes the stable range grow with momentum; without EF it does not
+    ef1 = [T3.critical_step(b, 1, True) for b in BETAS]
+    assert all(x < y for x, y in zip(ef1, ef1[1:]))
+    no1 = [T3.critical_step(b, 2, False) for b in BETAS]
+    assert all(x > y for x, y in zip(no1, no1[1:]))
+    assert T3.critical_step(0.99, 1, True) > 9 * T3.critical_step(0.99, 1, False)
+    # EF with tau = 0 is the plain method
+    assert T3.critical_step(0.5, 0, True) == T3.critical_step(0.5, 0, False)
+
+
+def test_matrix_quadratic_decouples():
+    beta, tau, ef = 0.8, 1, True
+    cs = T3.critical_step(beta, tau, ef)
+    hs = np.array([0.1, 1.0, 2.0])
+    for factor, stable in ((0.97, True), (1.03, False)):
+        eta = factor * cs / hs.max()
+        finals = [T3.simulate(beta, eta * h, tau, ef, steps=4000)[-1] for h in hs]
+        assert (max(abs(f) for f in finals) < 1e-3) == stable
+
+
+def test_simulate_matches_the_production_delay_core():
+    torch = pytest.importorskip("torch")
+    from asyncpp.delay import DelayedOptimizer
+
+    for tau, ef, beta, cv in [(0, False, 0.6, 3.0), (1, True, 0.9, 2.0), (2, False, 0.5, 0.4),
+                              (2, True, 0.3, 0.5)]:
+        x = torch.tensor([1.0], dtype=torch.float64, requires_grad=True)
+        opt = torch.optim.SGD([x], lr=cv, momentum=beta, dampening=beta)
+        d = DelayedOptimizer(opt, delay=tau, correction="ef" if ef else "none")
+        xs = [x.item()]
+        for _ in range(60):
+            opt.zero_grad()
+            (0.5 * x**2).sum().backward()
+            d.step()
+            xs.append(x.item())
+        sim = T3.simulate(beta, cv, tau, ef, steps=60, init="first")
+        assert np.max(np.abs(np.array(xs) - sim)) < 1e-12
+
+
+@pytest.mark.parametrize("tau,ef", CASES)
+def test_result_numeric_callable(tau, ef):
+    res = T3.result(tau, ef)
+    fn = res.numeric()
+    for beta in BETAS:
+        if res.params == (T3.beta,):
+            assert float(fn(beta)) == pytest.approx(T3.critical_step(beta, tau, ef), rel=1e-12)
+        else:  # (tau=2, EF): phi(p*) = 0 at p* = c*(1 - beta)
+            pstar = T3.critical_step(beta, tau, ef) * (1 - beta)
+            assert abs(float(fn(pstar, beta))) < 1e-12
