@@ -1,0 +1,239 @@
+"""``asyncpp-train``: train a LLaMA-style model with any optimizer, schedule and correction.
+
+Exit codes: 0 done (or stopped cleanly by ``train.stop_after``), 2 bad input (one line on
+stderr naming the value and the fix; nothing written), 1 the run failed (e.g. non-finite loss),
+130/143 interrupted by SIGINT/SIGTERM after writing a checkpoint.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import os
+import signal
+import sys
+import time
+
+from .config import (
+    SECTIONS,
+    ConfigError,
+    field_help,
+    from_dict,
+    merge,
+    parse_overrides,
+    read_toml,
+    to_toml,
+    validate,
+)
+
+PROG = "asyncpp-train"
+
+EPILOG = """\
+examples:
+  asyncpp-train --config configs/demo.toml
+  asyncpp-train --model.name small --optimizer.name muon --pipeline.schedule 2bw \\
+      --pipeline.stages 2 --pipeline.microbatches 2 --delay.correction ef
+  asyncpp-train --config configs/demo.toml --print-config
+  asyncpp-train --run.name demo --resume            # continue runs/demo from its checkpoint
+  torchrun --nproc-per-node 2 -m asyncpp.train.cli --config ...   # multi-process executor
+
+Every option is also a TOML key: --section.key VALUE  <=>  [section] key = VALUE.
+Outputs (run directory): config.toml/json, metrics.jsonl, checkpoints/, loss.png,
+summary.json, tokenizer.json, tb/ (TensorBoard, if installed), export/ (train.export).
+"""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, exit code 2
+        self.exit(2, f"{PROG}: error: {message} (see {PROG} --help)\n")
+
+
+def build_parser() -> _Parser:
+    ap = _Parser(prog=PROG, usage=f"{PROG} [--config TOML] [--SECTION.KEY VALUE ...] "
+                 "[--print-config] [--resume] [--simulate]",
+                 description="Asynchronous/synchronous pipeline-parallel pretraining of "
+                 "LLaMA-style models (single process, or under torchrun).",
+                 epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+                 allow_abbrev=False)
+    ap.add_argument("--config", metavar="TOML", help="configuration file (see configs/)")
+    ap.add_argument("--print-config", action="store_true",
+                    help="print the resolved configuration as TOML and exit")
+    ap.add_argument("--resume", action="store_true",
+                    help="continue the run in run.dir from its latest checkpoint")
+    ap.add_argument("--simulate", action="store_true",
+                    help="same as --pipeline.simulate true: run the schedule's delays in one "
+                    "process")
+    for sname, rows in field_help().items():
+        grp = ap.add_argument_group(f"[{sname}]")
+        for key, default, tname, text, choices in rows:
+            shown = "(from model.name)" if default is None else f"(default: {default!r})"
+            meta = "{" + ",".join(choices) + "}" if choices and len(choices) <= 6 \
+                else tname.upper()
+            grp.add_argument(f"--{sname}.{key}", dest=f"ov:{sname}.{key}", metavar=meta,
+                             default=argparse.SUPPRESS, help=f"{text} {shown}")
+    return ap
+
+
+def _fail(message: str) -> int:
+    print(f"{PROG}: error: {message}", file=sys.stderr)
+    return 2
+
+
+def _world_size() -> int | None:
+    if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
+        try:
+            return int(os.environ["WORLD_SIZE"])
+        except ValueError:
+            return None
+    return None
+
+
+def resolve_config(args):
+    """The validated Config of parsed arguments (TOML < overrides); raises ConfigError."""
+    pairs = [(k[3:], v) for k, v in vars(args).items() if k.startswith("ov:")]
+    if args.simulate:
+        pairs.append(("pipeline.simulate", "true"))
+    over = parse_overrides(pairs)
+    base: dict = {}
+    if args.config:
+        base = read_toml(args.config)
+    elif args.resume:
+        # No --config: continue with the run directory's own resolved config.
+        probe = from_dict(merge({}, {k: v for k, v in over.items() if k == "run"}))
+        saved = probe.run_dir / "config.toml"
+        if saved.is_file():
+            base = read_toml(saved)
+    cfg = from_dict(merge(base, over))
+    validate(cfg, world_size=_world_size())
+    return cfg
+
+
+def _fmt_time(s: float) -> str:
+    return f"{int(s // 60)}m{s % 60:04.1f}s" if s >= 60 else f"{s:.1f}s"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console script ``asyncpp-train`` (see the module docstring for exit codes)."""
+    ap = build_parser()
+    args, extra = ap.parse_known_args(argv)
+    if extra:
+        opt = next((e for e in extra if e.startswith("--")), extra[0])
+        known = [f"--{s}.{k}" for s, rows in field_help().items() for k, *_ in rows]
+        name = opt.split("=")[0]
+        same_key = [k for k in known if k.split(".")[-1] == name.split(".")[-1]]
+        near = same_key or difflib.get_close_matches(name, known, n=1)
+        hint = f"; did you mean {near[0]}?" if near else ""
+        if opt.startswith("--") and "." in opt and opt[2:].split(".")[0] not in SECTIONS:
+            hint = hint or f"; sections are {', '.join(SECTIONS)}"
+        return _fail(f"unrecognized argument {opt!r}{hint} (see {PROG} --help)")
+    try:
+        cfg = resolve_config(args)
+    except ConfigError as e:
+        return _fail(str(e))
+    if args.print_config:
+        sys.stdout.write(to_toml(cfg.resolved()))
+        return 0
+
+    world = _world_size()
+    from . import loop  # torch is imported from here on
+
+    if world is not None and world > 1 and not cfg.pipeline.simulate:
+        try:
+            result = loop.run_distributed(cfg, resume=args.resume, hooks=loop.Hooks())
+        except ConfigError as e:
+            return _fail(str(e))
+        return 0 if result.finished else 1
+
+    t0 = time.perf_counter()
+    print(f"{PROG}: preparing data ({cfg.data.source}); a first run trains and caches the "
+          "tokenizer", file=sys.stderr)
+    try:
+        prepared = loop.prepare_run(cfg, resume=args.resume)
+    except (ConfigError, ValueError) as e:
+        return _fail(str(e))
+    data = prepared[0]
+    mc = cfg.model_config()
+    print(f"{PROG}: {data.description}", file=sys.stderr)
+    print(f"{PROG}: model {mc.name} ({mc.num_params() / 1e6:.2f}M params), optimizer "
+          f"{cfg.optimizer.name}, schedule {cfg.pipeline.schedule} (P={cfg.pipeline.stages}, "
+          f"m={cfg.pipeline.microbatches}, delays {cfg.stage_delays()}), correction "
+          f"{cfg.delay.correction}, run dir {cfg.run_dir}", file=sys.stderr)
+
+    stop = {"signal": None}
+
+    def handler(signum, frame):
+        stop["signal"] = signum
+        signal.signal(signum, signal.SIG_DFL)  # a second signal ends the process at once
+
+    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    hooks, bar = _progress_hooks(cfg, stop)
+    try:
+        result = loop.train(cfg, resume=args.resume, hooks=hooks, prepared=prepared)
+    except loop.TrainingError as e:
+        print(f"{PROG}: error: {e}", file=sys.stderr)
+        return 1
+    finally:
+        if bar["bar"] is not None:
+            bar["bar"].close()
+        for s, h in old.items():
+            signal.signal(s, h)
+    if stop["signal"] is not None:
+        print(f"{PROG}: interrupted; checkpoint written at step {result.steps_done} "
+              f"(continue with --resume --run.dir {cfg.run_dir})", file=sys.stderr)
+        return 128 + int(stop["signal"])
+    if not result.finished:
+        print(f"{PROG}: stopped after step {result.steps_done} of {cfg.train.steps}; continue "
+              f"with --resume --run.dir {cfg.run_dir}")
+        return 0
+    if result.final_train_loss is None:
+        print(f"run directory: {result.run_dir}")
+        return 0
+    wall = time.perf_counter() - t0
+    first = f"{result.first_train_loss:.3f} → " if result.first_train_loss is not None else ""
+    val = f", val loss {result.final_val_loss:.3f}" if result.final_val_loss is not None else ""
+    tps = f", {result.tokens_per_s:,.0f} tokens/s" if result.tokens_per_s else ""
+    print(f"done: {result.steps_done} steps in {_fmt_time(wall)}; train loss "
+          f"{first}{result.final_train_loss:.3f}{val}{tps}")
+    print(f"run directory: {result.run_dir}")
+    if result.export is not None:
+        print(f"exported model: {result.export}")
+    if result.plot is not None:
+        print(f"loss plot: {result.plot}")
+    return 0
+
+
+def _progress_hooks(cfg, stop):
+    from tqdm.auto import tqdm
+
+    from .loop import Hooks
+
+    state = {"bar": None, "val": None}
+
+    def on_start(start, total):
+        state["bar"] = tqdm(total=total, initial=start, file=sys.stderr, unit="step",
+                            dynamic_ncols=True, disable=not cfg.log.progress,
+                            desc=cfg.run.name, smoothing=0.1)
+
+    def on_step(rec):
+        bar = state["bar"]
+        if "val_loss" in rec:
+            state["val"] = rec["val_loss"]
+        post = {"loss": f"{rec['train_loss']:.3f}"}
+        if state["val"] is not None:
+            post["val"] = f"{state['val']:.3f}"
+        post["tok/s"] = f"{rec['tokens_per_s']:.0f}"
+        bar.set_postfix(post, refresh=False)
+        bar.update(1)
+
+    def on_message(text):
+        if state["bar"] is not None:
+            state["bar"].write(f"{PROG}: {text}", file=sys.stderr)
+        else:
+            print(f"{PROG}: {text}", file=sys.stderr)
+
+    return Hooks(on_start=on_start, on_step=on_step, on_message=on_message,
+                 should_stop=lambda: stop["signal"] is not None), state
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,481 @@
+"""The run configuration: a frozen dataclass tree, read from TOML and dotted CLI overrides.
+
+Precedence: dataclass defaults < TOML file (``--config``) < ``--section.key value`` overrides.
+Every check happens in :func:`validate` — types, ranges, allowed values and impossible
+combinations — before any tensor, file or process group exists; a failure is a
+:class:`ConfigError` with one line naming the value and the fix. Nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+import math
+import os
+import sys
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..models.config import MODEL_CONFIGS, ModelConfig
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+SCHEDULES = ("none", "gpipe", "1f1b", "pipedream", "2bw")
+ASYNC_SCHEDULES = ("pipedream", "2bw")
+OPTIMIZER_NAMES = ("adamw", "muon", "soap", "adan", "lion", "mars")
+
+
+class ConfigError(ValueError):
+    """A user error in the configuration (the CLI prints it on one line and exits with 2)."""
+
+
+def opt(default, help: str, *, choices=None, lo=None, hi=None, lo_open=False):
+    """A config field with its help text and the bounds :func:`validate` enforces."""
+    return field(default=default, metadata={"help": help, "choices": choices, "lo": lo,
+                                            "hi": hi, "lo_open": lo_open})
+
+
+@dataclass(frozen=True)
+class RunSection:
+    name: str = opt("run", "run name; the run directory defaults to runs/<name>")
+    dir: str = opt("", "run directory; empty = runs/<name>")
+    seed: int = opt(0, "seed of the initialisation and the data order", lo=0)
+    device: str = opt("auto", "auto, cpu, cuda or cuda:N")
+    precision: str = opt("fp32", "fp32, or bf16 (autocast; GPU)", choices=("fp32", "bf16"))
+    compile: bool = opt(False, "torch.compile the model (GPU)")
+    threads: int = opt(0, "CPU threads for torch (0 = torch's default)", lo=0)
+    overwrite: bool = opt(False, "delete the previous run's outputs in run.dir")
+
+
+@dataclass(frozen=True)
+class ModelSection:
+    name: str = opt("tiny", "named shape: " + ", ".join(MODEL_CONFIGS),
+                    choices=tuple(MODEL_CONFIGS))
+    vocab_size: int | None = opt(None, "override the vocabulary size", lo=1)
+    dim: int | None = opt(None, "override the width", lo=1)
+    n_layers: int | None = opt(None, "override the number of layers", lo=1)
+    n_heads: int | None = opt(None, "override the number of attention heads", lo=1)
+    n_kv_heads: int | None = opt(None, "override the number of key/value heads", lo=1)
+    ffn_dim: int | None = opt(None, "override the SwiGLU width", lo=1)
+    max_seq_len: int | None = opt(None, "override the longest sequence accepted", lo=1)
+    rope_theta: float | None = opt(None, "override the RoPE base", lo=0, lo_open=True)
+    norm_eps: float | None = opt(None, "override the RMSNorm epsilon", lo=0, lo_open=True)
+    tie_embeddings: bool | None = opt(None, "override embedding/head tying")
+    init_std: float | None = opt(None, "override the init standard deviation", lo=0,
+                                 lo_open=True)
+    n_experts: int | None = opt(None, "override the experts per MoE layer (0 = dense)", lo=0)
+    top_k: int | None = opt(None, "override the experts per token", lo=1)
+    moe_ffn_dim: int | None = opt(None, "override the expert width", lo=0)
+    aux_loss_coef: float | None = opt(None, "override the load-balancing weight", lo=0)
+
+
+@dataclass(frozen=True)
+class DataSection:
+    source: str = opt("bible", "bible (embedded KJV), files, hf or shards",
+                      choices=("bible", "files", "hf", "shards"))
+    path: str = opt("", "files/shards: a file, folder or glob (.txt/.md/.jsonl/.parquet/.bin)")
+    val_path: str = opt("", "shards: validation shards (default: tail of the last shard)")
+    text_field: str = opt("text", "jsonl/parquet/hf: the field holding the text")
+    hf_name: str = opt("", "hf: dataset name, e.g. roneneldan/TinyStories")
+    hf_config: str = opt("", "hf: dataset configuration")
+    hf_split: str = opt("train", "hf: split to read")
+    max_documents: int = opt(0, "use only the first N documents (0 = all)", lo=0)
+    tokenizer: str = opt("bpe", "bpe (train a byte-level BPE on the data) or a tokenizer.json path")
+    vocab_size: int = opt(0, "vocabulary of the trained BPE (0 = model.vocab_size)", lo=0)
+    seq_len: int = opt(128, "tokens per training sequence", lo=1)
+    val_fraction: float = opt(0.02, "held-out fraction for validation", lo=0.0, hi=0.5)
+    shard_dtype: str = opt("auto", "token dtype of headerless shards",
+                           choices=("auto", "uint16", "uint32"))
+    cache_dir: str = opt("", "tokenizer/token cache (default: $ASYNCPP_CACHE or ~/.cache/asyncpp)")
+
+
+@dataclass(frozen=True)
+class TrainSection:
+    steps: int = opt(200, "optimizer steps of the whole run", lo=1)
+    batch_size: int = opt(16, "sequences per optimizer step (all microbatches)", lo=1)
+    warmup_frac: float = opt(0.1, "linear warmup, as a fraction of train.steps", lo=0.0, hi=1.0)
+    min_lr_ratio: float = opt(0.1, "cosine decays to this fraction of the peak lr", lo=0.0,
+                              hi=1.0)
+    grad_clip: float = opt(1.0, "clip the gradient norm to this (0 = off)", lo=0.0)
+    clip_scope: str = opt("global", "global (norm over all stages) or stage (each stage alone)",
+                          choices=("global", "stage"))
+    eval_every: int = opt(50, "validate every N steps (0 = only at the end)", lo=0)
+    eval_batches: int = opt(8, "validation batches of train.batch_size sequences", lo=1)
+    log_every: int = opt(1, "write a metrics line every N steps", lo=1)
+    checkpoint_every: int = opt(0, "checkpoint every N steps (0 = only at the end)", lo=0)
+    keep_checkpoints: int = opt(2, "checkpoints kept on disk", lo=1)
+    stop_after: int = opt(0, "stop this invocation after N steps with a checkpoint (0 = never)",
+                          lo=0)
+    on_nonfinite: str = opt("stop", "non-finite loss/gradient: stop or skip the step",
+                            choices=("stop", "skip"))
+    export: bool = opt(False, "write export/ (safetensors + config.json for LlamaForCausalLM)")
+
+
+@dataclass(frozen=True)
+class OptimizerSection:
+    name: str = opt("adamw", "one of " + ", ".join(OPTIMIZER_NAMES), choices=OPTIMIZER_NAMES)
+    lr: float = opt(3e-3, "peak learning rate (Muon: of the matrix parameters)", lo=0.0)
+    weight_decay: float = opt(0.0, "decoupled weight decay", lo=0.0)
+    beta1: float = opt(0.9, "first-moment coefficient (AdamW-type)", lo=0.0, hi=0.9999)
+    beta2: float = opt(0.95, "second-moment coefficient (AdamW-type)", lo=0.0, hi=0.99999)
+    eps: float = opt(1e-8, "denominator epsilon (AdamW-type)", lo=0.0, lo_open=True)
+    momentum: float = opt(0.95, "Muon momentum", lo=0.0, hi=0.9999)
+    nesterov: bool = opt(True, "Muon Nesterov momentum")
+    ns_steps: int = opt(5, "Muon Newton-Schulz iterations", lo=0, hi=99)
+    ns_dtype: str = opt("auto", "Newton-Schulz precision (auto: bfloat16 on GPU, float32 on CPU)",
+                        choices=("auto", "bfloat16", "float32", "float64", "native"))
+    adjust_lr_fn: str = opt("original", "Muon shape rule", choices=("original",
+                                                                    "match_rms_adamw", "none"))
+    adamw_lr: float = opt(3e-3, "Muon: peak lr of the AdamW side (embeddings, head, norms)",
+                          lo=0.0)
+    adamw_weight_decay: float = opt(0.0, "Muon: weight decay of the AdamW side", lo=0.0)
+
+
+@dataclass(frozen=True)
+class DelaySection:
+    correction: str = opt("none", "none, ef (error feedback) or taylor",
+                          choices=("none", "ef", "taylor"))
+    taylor_lambda: float = opt(0.1, "lambda of the Taylor (DC-ASGD) correction", lo=0.0)
+    sync_start: int = opt(0, "first N steps synchronous", lo=0)
+    sync_cooldown: int = opt(0, "last N steps synchronous", lo=0)
+    formulation: str = opt("gradient", "gradient (what the pipeline realises) or update",
+                           choices=("gradient", "update"))
+
+
+@dataclass(frozen=True)
+class PipelineSection:
+    schedule: str = opt("none", "none, gpipe, 1f1b (synchronous) or pipedream, 2bw (async)",
+                        choices=SCHEDULES)
+    stages: int = opt(1, "pipeline stages P", lo=1)
+    microbatches: int = opt(1, "microbatches m per step (divides train.batch_size)", lo=1)
+    simulate: bool = opt(False, "run the schedule's delays in one process (DelayedOptimizer)")
+
+
+@dataclass(frozen=True)
+class LogSection:
+    progress: bool = opt(True, "progress bar with ETA on stderr")
+    tensorboard: str = opt("auto", "TensorBoard events: auto (if installed), on, off",
+                           choices=("auto", "on", "off"))
+    plot: bool = opt(True, "write loss.png into the run directory at the end")
+
+
+@dataclass(frozen=True)
+class Config:
+    run: RunSection = field(default_factory=RunSection)
+    model: ModelSection = field(default_factory=ModelSection)
+    data: DataSection = field(default_factory=DataSection)
+    train: TrainSection = field(default_factory=TrainSection)
+    optimizer: OptimizerSection = field(default_factory=OptimizerSection)
+    delay: DelaySection = field(default_factory=DelaySection)
+    pipeline: PipelineSection = field(default_factory=PipelineSection)
+    log: LogSection = field(default_factory=LogSection)
+
+    # -- derived --------------------------------------------------------------------------
+    def model_config(self) -> ModelConfig:
+        """The resolved model shape: the named config with this section's overrides."""
+        over = {f.name: getattr(self.model, f.name) for f in dataclasses.fields(self.model)
+                if f.name != "name" and getattr(self.model, f.name) is not None}
+        try:
+            return MODEL_CONFIGS[self.model.name].replace(**over)
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(self.run.dir or os.path.join("runs", self.run.name))
+
+    @property
+    def is_async(self) -> bool:
+        return self.pipeline.schedule in ASYNC_SCHEDULES
+
+    def stage_delays(self) -> list[int]:
+        """Delay τ_s of each stage: 2bw 1, pipedream P−1−s, synchronous schedules 0."""
+        P = self.pipeline.stages
+        if self.pipeline.schedule == "2bw":
+            return [1] * P
+        if self.pipeline.schedule == "pipedream":
+            return [P - 1 - s for s in range(P)]
+        return [0] * P
+
+    def to_dict(self) -> dict:
+        """Plain nested dict; ``None`` fields (model overrides not given) are left out."""
+        return {s.name: {k: v for k, v in dataclasses.asdict(getattr(self, s.name)).items()
+                         if v is not None} for s in dataclasses.fields(self)}
+
+    def resolved(self) -> Config:
+        """A copy whose model section spells out every field of the resolved shape."""
+        mc = self.model_config()
+        vals = {f.name: getattr(mc, f.name) for f in dataclasses.fields(ModelSection)
+                if f.name != "name"}
+        return dataclasses.replace(self, model=ModelSection(name=self.model.name, **vals))
+
+
+SECTIONS: dict[str, type] = {f.name: f.default_factory for f in dataclasses.fields(Config)}
+
+
+# -- parsing ------------------------------------------------------------------------------------
+def _field_types(cls) -> dict[str, object]:
+    return typing.get_type_hints(cls)
+
+
+def _base_type(tp):
+    """``int | None`` → (int, True); ``int`` → (int, False)."""
+    args = typing.get_args(tp)
+    if typing.get_origin(tp) in (typing.Union, types.UnionType) and type(None) in args:
+        return next(a for a in args if a is not type(None)), True
+    return tp, False
+
+
+def _type_name(tp) -> str:
+    return {int: "an integer", float: "a number", bool: "true or false", str: "a string"}[tp]
+
+
+def _coerce(key: str, value, tp):
+    """Check a TOML value against the field type (ints are accepted for floats)."""
+    base, optional = _base_type(tp)
+    if value is None and optional:
+        return None
+    ok = (isinstance(value, bool) if base is bool else
+          isinstance(value, int) and not isinstance(value, bool) if base is int else
+          isinstance(value, (int, float)) and not isinstance(value, bool) if base is float else
+          isinstance(value, str))
+    if not ok:
+        raise ConfigError(f"{key} must be {_type_name(base)}, got {value!r}")
+    return float(value) if base is float else value
+
+
+def parse_cli_value(key: str, text: str, tp):
+    """A CLI string converted to the field's type."""
+    base, optional = _base_type(tp)
+    t = text.strip()
+    if base is bool:
+        low = t.lower()
+        if low in ("true", "1", "yes", "on"):
+            return True
+        if low in ("false", "0", "no", "off"):
+            return False
+    elif base is int:
+        try:
+            return int(t)
+        except ValueError:
+            pass
+    elif base is float:
+        try:
+            return float(t)
+        except ValueError:
+            pass
+    else:
+        return text
+    raise ConfigError(f"--{key} must be {_type_name(base)}, got {text!r}")
+
+
+def _unknown(key: str, allowed) -> ConfigError:
+    near = difflib.get_close_matches(key.split(".")[-1], list(allowed), n=1)
+    hint = f"; did you mean {near[0]!r}?" if near else f"; allowed: {', '.join(allowed)}"
+    return ConfigError(f"unknown config key {key!r}{hint}")
+
+
+def from_dict(d: dict) -> Config:
+    """Build a :class:`Config` from a nested dict (TOML layout), rejecting unknown keys and
+    values of the wrong type."""
+    if not isinstance(d, dict):
+        raise ConfigError("a config is a table of sections ([run], [model], ...)")
+    sections = {}
+    for sname, body in d.items():
+        if sname not in SECTIONS:
+            raise _unknown(sname, SECTIONS)
+        if not isinstance(body, dict):
+            raise ConfigError(f"[{sname}] must be a table of keys, got {body!r}")
+        cls = SECTIONS[sname]
+        hints = _field_types(cls)
+        vals = {}
+        for k, v in body.items():
+            if k not in hints:
+                raise _unknown(f"{sname}.{k}", hints)
+            vals[k] = _coerce(f"{sname}.{k}", v, hints[k])
+        sections[sname] = cls(**vals)
+    return Config(**sections)
+
+
+def merge(base: dict, overrides: dict) -> dict:
+    """``base`` with ``overrides`` (both nested two levels) applied."""
+    out = {k: dict(v) if isinstance(v, dict) else v for k, v in base.items()}
+    for k, v in overrides.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k].update(v)
+        else:
+            out[k] = v
+    return out
+
+
+def parse_overrides(pairs: list[tuple[str, str]]) -> dict:
+    """``[("optimizer.name", "muon"), ...]`` → nested dict with typed values."""
+    out: dict[str, dict] = {}
+    for key, text in pairs:
+        parts = key.split(".")
+        if len(parts) != 2 or parts[0] not in SECTIONS:
+            raise _unknown(key, [f"{s}.<key>" for s in SECTIONS])
+        sec, k = parts
+        hints = _field_types(SECTIONS[sec])
+        if k not in hints:
+            raise _unknown(key, hints)
+        out.setdefault(sec, {})[k] = parse_cli_value(key, text, hints[k])
+    return out
+
+
+def read_toml(path: str | os.PathLike) -> dict:
+    """The TOML file at ``path`` as a dict (clear errors for missing/malformed files)."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"config file {str(path)!r} does not exist; check --config")
+    try:
+        return tomllib.loads(p.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"config file {str(path)!r} is not valid TOML: {e}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"config file {str(path)!r} is not UTF-8 text") from None
+
+
+def load_config(path: str | None = None, overrides: list[tuple[str, str]] | None = None
+                ) -> Config:
+    """Defaults < TOML at ``path`` < ``overrides``; validated (raises :class:`ConfigError`)."""
+    d = read_toml(path) if path else {}
+    cfg = from_dict(merge(d, parse_overrides(overrides or [])))
+    validate(cfg)
+    return cfg
+
+
+# -- validation ---------------------------------------------------------------------------------
+def _check_field(key: str, value, meta) -> None:
+    if value is None:
+        return
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"{key} must be a finite number, got {value!r}")
+    choices = meta.get("choices")
+    if choices and value not in choices:
+        raise ConfigError(f"{key}={value!r} is not allowed; choose one of {', '.join(choices)}")
+    lo, hi = meta.get("lo"), meta.get("hi")
+    if lo is not None and (value <= lo if meta.get("lo_open") else value < lo):
+        op = ">" if meta.get("lo_open") else ">="
+        raise ConfigError(f"{key}={value!r} is out of range; it must be {op} {lo}")
+    if hi is not None and value > hi:
+        raise ConfigError(f"{key}={value!r} is out of range; it must be <= {hi}")
+
+
+def validate(cfg: Config, world_size: int | None = None) -> None:
+    """Every check of a configuration, in one place (raises :class:`ConfigError`)."""
+    for s in dataclasses.fields(cfg):
+        sec = getattr(cfg, s.name)
+        for f in dataclasses.fields(sec):
+            _check_field(f"{s.name}.{f.name}", getattr(sec, f.name), f.metadata)
+    mc = cfg.model_config()
+    r, d, t, o, dl, p = cfg.run, cfg.data, cfg.train, cfg.optimizer, cfg.delay, cfg.pipeline
+    dev = r.device
+    if not (dev in ("auto", "cpu", "cuda") or (dev.startswith("cuda:") and dev[5:].isdigit())):
+        raise ConfigError(f"run.device={dev!r} is not allowed; use auto, cpu, cuda or cuda:N")
+    if not r.name or "/" in r.name or r.name in (".", ".."):
+        raise ConfigError(f"run.name={r.name!r} must be a plain non-empty name; use run.dir for "
+                          "a path")
+    if d.seq_len > mc.max_seq_len:
+        raise ConfigError(f"data.seq_len={d.seq_len} exceeds model.max_seq_len="
+                          f"{mc.max_seq_len}; lower data.seq_len or raise --model.max_seq_len")
+    if d.vocab_size and d.vocab_size > mc.vocab_size:
+        raise ConfigError(f"data.vocab_size={d.vocab_size} exceeds model.vocab_size="
+                          f"{mc.vocab_size}; set --model.vocab_size {d.vocab_size}")
+    if d.tokenizer == "bpe" and d.source != "shards" and (d.vocab_size or mc.vocab_size) < 258:
+        raise ConfigError(f"a byte-level BPE needs a vocabulary of at least 258, got "
+                          f"{d.vocab_size or mc.vocab_size}; raise data.vocab_size")
+    if d.source in ("files", "shards") and not d.path:
+        raise ConfigError(f"data.source={d.source!r} needs data.path (a file, folder or glob)")
+    if d.source == "hf" and not d.hf_name:
+        raise ConfigError("data.source='hf' needs data.hf_name (e.g. roneneldan/TinyStories)")
+    if t.batch_size % p.microbatches:
+        raise ConfigError(f"train.batch_size={t.batch_size} is not divisible by "
+                          f"pipeline.microbatches={p.microbatches}; make it a multiple")
+    if p.stages > mc.n_layers:
+        raise ConfigError(f"pipeline.stages={p.stages} exceeds the model's {mc.n_layers} layers; "
+                          f"use at most {mc.n_layers} stages or a deeper model")
+    if p.schedule == "none" and p.stages > 1:
+        raise ConfigError(f"pipeline.stages={p.stages} needs a pipeline schedule; set "
+                          "--pipeline.schedule gpipe, 1f1b, pipedream or 2bw (or stages 1)")
+    if p.schedule == "2bw" and p.microbatches < p.stages:
+        raise ConfigError(f"PipeDream-2BW needs pipeline.microbatches >= pipeline.stages, got "
+                          f"{p.microbatches} < {p.stages}; set --pipeline.microbatches "
+                          f"{p.stages}")
+    if not cfg.is_async:
+        for key, val, default in (("correction", dl.correction, "none"),
+                                  ("sync_start", dl.sync_start, 0),
+                                  ("sync_cooldown", dl.sync_cooldown, 0)):
+            if val != default:
+                raise ConfigError(
+                    f"delay.{key}={val!r} needs an asynchronous schedule but pipeline.schedule="
+                    f"{p.schedule!r} has no delay; set --pipeline.schedule 2bw (or pipedream), "
+                    f"or --delay.{key} {default}")
+    if p.schedule == "pipedream" and p.stages > 1:
+        # The executor's PipeDream (one update per microbatch, τ_s = P−1−s) has neither.
+        if dl.sync_start or dl.sync_cooldown:
+            raise ConfigError("delay.sync_start / delay.sync_cooldown are supported with "
+                              "pipeline.schedule='2bw' (and trivially gpipe/1f1b), not "
+                              "pipedream; set them to 0 or use --pipeline.schedule 2bw")
+        if mc.tie_embeddings:
+            raise ConfigError(
+                f"pipeline.schedule='pipedream' gives the first and last stage different delays "
+                f"({p.stages - 1} and 0), so the tied embedding/head of model "
+                f"{cfg.model.name!r} cannot be updated consistently; set --model.tie_embeddings "
+                "false or use --pipeline.schedule 2bw")
+    if dl.correction == "taylor" and dl.formulation != "gradient":
+        raise ConfigError("delay.correction='taylor' modifies the stale gradient and needs "
+                          "delay.formulation='gradient'")
+    if dl.sync_start + dl.sync_cooldown > t.steps:
+        raise ConfigError(f"delay.sync_start + delay.sync_cooldown = "
+                          f"{dl.sync_start + dl.sync_cooldown} exceeds train.steps={t.steps}")
+    if o.name == "muon" and mc.n_layers < 1:  # pragma: no cover - n_layers >= 1 is enforced
+        raise ConfigError("optimizer 'muon' needs hidden matrices")
+    if r.precision == "bf16" and dev == "cpu" and r.compile:
+        raise ConfigError("run.compile with bf16 autocast on CPU is not supported; use a GPU "
+                          "or --run.compile false")
+    if world_size is not None and world_size > 1 and world_size % p.stages:
+        raise ConfigError(f"the world size {world_size} is not divisible by pipeline.stages="
+                          f"{p.stages}; launch a multiple of {p.stages} processes")
+    if p.simulate and world_size is not None and world_size > 1:
+        raise ConfigError("--simulate runs the pipeline in one process; launch without torchrun")
+
+
+# -- writing ------------------------------------------------------------------------------------
+def _toml_value(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    return json.dumps(v, ensure_ascii=False)
+
+
+def to_toml(cfg: Config) -> str:
+    """The configuration as TOML (``load_config`` of it gives back an equal ``Config``)."""
+    lines = []
+    for sname, body in cfg.to_dict().items():
+        lines.append(f"[{sname}]")
+        for k, v in body.items():
+            lines.append(f"{k} = {_toml_value(v)}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def field_help() -> dict[str, list[tuple]]:
+    """Per section: (key, default, type name, help, choices) of every field — for ``--help``."""
+    out = {}
+    for sname, cls in SECTIONS.items():
+        hints = _field_types(cls)
+        rows = []
+        for f in dataclasses.fields(cls):
+            base, _ = _base_type(hints[f.name])
+            rows.append((f.name, f.default, base.__name__, f.metadata.get("help", ""),
+                         f.metadata.get("choices")))
+        out[sname] = rows
+    return out
