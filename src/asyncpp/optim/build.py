@@ -14,8 +14,8 @@ from . import baselines
 from .baselines import check_lr, check_momentum
 from .muon import Muon
 
-# Names that mark embedding / output-head / MoE-router matrices: 2-D, but not hidden layers, so Muon's
-# "orthogonalize the whole matrix" does not apply to them (Jordan et al.; Moonlight).
+# Names that mark embedding / output-head / MoE-router matrices: 2-D, but not hidden layers,
+# so Muon's "orthogonalize the whole matrix" does not apply to them (Jordan et al.; Moonlight).
 DEFAULT_NON_MUON_PATTERN = (
     r"(^|\.)(embed|embed_tokens|tok_embeddings|wte|wpe|lm_head|head|output|router)(\.|$)"
 )
