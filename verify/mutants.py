@@ -1,0 +1,107 @@
+r"""Deliberately broken variants of the production code, to show that ``verify/`` can fail.
+
+Each mutant is a :class:`verify.systems.System` that hands out a broken version of exactly one
+production object; everything else is production code. The mutation tests
+(``verify/test_mutants.py``) run the property functions of :mod:`verify.properties` against each
+mutant and assert that at least one property rejects it.
+
+* :class:`DelayTwoAsOne` — a delay core that is asked for τ = 1 and silently delays by 2
+  (a pipeline that keeps one weight version too many), while reporting τ = 1.
+* :class:`EFSignError` — Error Feedback with the sign of the memory term flipped:
+  :math:`x_{t+1} = x_t - 2u^{(t)} - u^{(t-1)}` instead of :math:`x_t - 2u^{(t)} + u^{(t-1)}`.
+* :class:`NSWrongCoefficients` — Newton–Schulz with its coefficients in the wrong order,
+  :math:`(c, b, a) = (2.0315, -4.7750, 3.4445)` instead of :math:`(a, b, c)`, in both the
+  standalone function and the Muon optimizer.
+* :func:`patch_wrong_weight_version` — a pipeline stage whose forwards read its newest weights
+  instead of the weight version the schedule names (so its gradients are not the stale ones
+  the delay model says), applied inside the pipeline worker processes of property 6.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from asyncpp.delay import DelayedOptimizer
+from asyncpp.optim import Muon, newton_schulz
+from asyncpp.optim.newton_schulz import DEFAULT_COEFFICIENTS
+
+from .systems import System
+
+WRONG_COEFFICIENTS = tuple(reversed(DEFAULT_COEFFICIENTS))
+
+
+class _DelayedPlusOne(DelayedOptimizer):
+    """Asked for delay 1, delays by 2; its schedule still *reports* delay 1."""
+
+    def __init__(self, optimizer, delay=1, correction="none", **kw):
+        bump = (lambda d: 2 if d == 1 else d)
+        real = [bump(d) for d in delay] if isinstance(delay, (list, tuple)) else bump(delay)
+        super().__init__(optimizer, real, correction, **kw)
+        self.reported_delay = delay
+
+    def delay_at(self, step: int, group: int = 0) -> int:
+        d = super().delay_at(step, group)
+        return 1 if d == 2 else d
+
+
+class _EFSignFlip(DelayedOptimizer):
+    """EF with the memory term's sign flipped: x ← x − 2u − u_prev."""
+
+    def _run_round(self, active):
+        prev = {g: self.prev_update[g] for g, delayed in active.items()
+                if delayed and self.correction == "ef"}
+        super()._run_round(active)
+        groups = self.optimizer.param_groups
+        with torch.no_grad():
+            for g, pu in prev.items():
+                if pu is None:
+                    continue
+                for p, u in zip(groups[g]["params"], pu):
+                    if u is not None:
+                        p.sub_(u, alpha=2.0)  # undo +u_prev, apply -u_prev
+
+
+class DelayTwoAsOne(System):
+    name = "delay2_as_delay1"
+
+    def delayed(self, opt, delay, correction="none", track_updates=False):
+        return _DelayedPlusOne(opt, delay, correction, track_updates=track_updates)
+
+
+class EFSignError(System):
+    name = "ef_sign_error"
+
+    def delayed(self, opt, delay, correction="none", track_updates=False):
+        return _EFSignFlip(opt, delay=delay, correction=correction, track_updates=track_updates)
+
+
+class NSWrongCoefficients(System):
+    name = "ns_wrong_coefficients"
+
+    def muon(self, params, *, lr, beta, ns_dtype="float64", nesterov=False):
+        return Muon(params, lr=lr, momentum=beta, nesterov=nesterov, weight_decay=0.0,
+                    adjust_lr_fn="none", ns_dtype=ns_dtype, ns_coefficients=WRONG_COEFFICIENTS)
+
+    def newton_schulz(self, G, dtype):
+        return newton_schulz(G, coefficients=WRONG_COEFFICIENTS, dtype=dtype)
+
+
+def patch_wrong_weight_version() -> None:
+    """Monkeypatch ``PipelineExecutor._forward`` (in this process) to compute every forward on
+    the stage's newest weight version instead of the version its schedule action names."""
+    import dataclasses
+
+    from asyncpp.pipeline import executor
+
+    original = executor.PipelineExecutor._forward
+
+    def _forward(self, a, st, inputs, targets, scale, t0):
+        return original(self, dataclasses.replace(a, version=self._newest), st, inputs,
+                        targets, scale, t0)
+
+    executor.PipelineExecutor._forward = _forward
+
+
+MUTANTS: dict[str, System] = {
+    m.name: m for m in (DelayTwoAsOne(), EFSignError(), NSWrongCoefficients())
+}

@@ -1,0 +1,121 @@
+"""Property 6: runs of the real multi-process pipeline executor (gloo, float64) satisfy the
+delay model and the bounds of the theorems.
+
+Two launches, started the way ``torchrun`` starts its workers (``verify/pipeline_worker.py``):
+2 ranks (2BW with and without EF, PipeDream, and the mutant of property 8 — 2BW with every
+forward on the newest weights instead of the scheduled version) and 4 ranks (PipeDream, 2BW
+with EF). See ``verify.properties.pipeline_check``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from verify.properties import pipeline_check, pipeline_scenario
+from verify.report import REPORT
+from verify.strategies import check
+
+WORKER = Path(__file__).with_name("pipeline_worker.py")
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.multiprocess
+
+DESC_MODEL = ("pipeline executor realises the delay model: gradient applied as update u on "
+              "stage s equals grad_s f(x_u) (relative deviation <= 1e-9)")
+DESC_BOUND = ("pipeline executor: average ||grad f(x_t)||_dagger over the applied window <= "
+              "T1 (2BW), T2 worst case (2BW + EF), T4 (PipeDream)")
+
+S2 = ((3, 2), (2, 4))
+S4 = ((3, 2), (2, 3), (2, 2), (3, 3))
+MUTANT = "2bw-none-wrong-version"
+LAUNCHES = {
+    "p2": {"P": 2, "scenarios": [
+        pipeline_scenario("2bw-none", "2bw", "none", shapes=S2, problem_seed=11),
+        pipeline_scenario("2bw-ef", "2bw", "ef", shapes=S2, problem_seed=12),
+        pipeline_scenario("pipedream-none", "pipedream", "none", shapes=S2, problem_seed=13),
+        pipeline_scenario(MUTANT, "2bw", "none", shapes=S2, problem_seed=11, steps=8,
+                          mutant="wrong_version")]},
+    "p4": {"P": 4, "scenarios": [
+        pipeline_scenario("pipedream-none", "pipedream", "none", shapes=S4, m=4,
+                          problem_seed=21),
+        pipeline_scenario("2bw-ef", "2bw", "ef", shapes=S4, m=4, problem_seed=22)]},
+}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def launch(cfg: dict, outdir: Path, deadline: float = 240.0) -> list[dict]:
+    """Start ``cfg['P']`` worker processes, wait (at most ``deadline`` s), return results."""
+    nprocs = cfg["P"]
+    (outdir / "config.json").write_text(json.dumps(cfg))
+    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()),
+               WORLD_SIZE=str(nprocs), OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1",
+               PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    procs, logs = [], []
+    for r in range(nprocs):
+        log = open(outdir / f"log{r}.txt", "w")
+        logs.append(log)
+        procs.append(subprocess.Popen(
+            [sys.executable, str(WORKER), str(outdir / "config.json"), str(outdir)],
+            env=dict(env, RANK=str(r), LOCAL_RANK=str(r)), stdout=log,
+            stderr=subprocess.STDOUT))
+    end = time.time() + deadline
+    try:
+        for p in procs:
+            p.wait(timeout=max(1.0, end - time.time()))
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"pipeline workers still running after {deadline} s (a hang)")
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        for log in logs:
+            log.close()
+    results = []
+    for r in range(nprocs):
+        path = outdir / f"rank{r}.json"
+        if not path.exists():
+            tail = (outdir / f"log{r}.txt").read_text()[-3000:]
+            pytest.fail(f"rank {r} wrote no result; its log ends with:\n{tail}")
+        results.append(json.loads(path.read_text()))
+    return results
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    return {name: launch(cfg, tmp_path_factory.mktemp(f"pipeline_{name}"))
+            for name, cfg in LAUNCHES.items()}
+
+
+@pytest.mark.parametrize("launch_name,scenario", [
+    (n, sc["name"]) for n in ("p2", "p4") for sc in LAUNCHES[n]["scenarios"]
+    if sc["mutant"] is None])
+def test_executor_satisfies_delay_model_and_bound(runs, launch_name, scenario):
+    sc = next(s for s in LAUNCHES[launch_name]["scenarios"] if s["name"] == scenario)
+    recs = pipeline_check(sc, runs[launch_name])
+    for r in recs:
+        r.params = {**r.params, "ranks": LAUNCHES[launch_name]["P"]}
+    check([r for r in recs if r.prop == "P6.model"], DESC_MODEL)
+    check([r for r in recs if r.prop == "P6.bound"], DESC_BOUND)
+
+
+def test_wrong_weight_version_mutant_is_caught(runs):
+    sc = next(s for s in LAUNCHES["p2"]["scenarios"] if s["name"] == MUTANT)
+    recs = pipeline_check(sc, runs["p2"])
+    bad = [r for r in recs if not r.passed]
+    msg = (f"{len(bad)}/{len(recs)} checks failed, e.g. {bad[0].prop}: measured="
+           f"{bad[0].measured:.6g} bound={bad[0].bound:.6g}") if bad else "all checks passed"
+    REPORT.mutant("pipeline_wrong_weight_version", "P6", bool(bad), msg)
+    assert bad, f"the wrong-weight-version pipeline mutant survived property 6: {msg}"
