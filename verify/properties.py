@@ -177,11 +177,10 @@ def t2_bound(inst: Instance, system: System = PRODUCTION, delta: float = DELTA
         recorded = float(error_feedback.measured_drift([u.numpy() for u in ups], eta, tau)) \
             if ups else math.inf
         if tau == 1:
-            # The drift from the delay core's own statistics. Its first record has
-            # drift_norm = 0 (no previous update), whereas u_{-1} = 0 makes the first term
-            # ||u_0|| = update_norm of that record; the rest are ||u_j - u_{j-1}||_F.
+            # The drift from the delay core's own statistics: with u_{-1} = 0 its first record
+            # has drift_norm = ||u_0||; the rest are ||u_j - u_{j-1}||_F.
             st = tr.stats[:K - 1]
-            tracked = (st[0]["update_norm"] + sum(x["drift_norm"] for x in st[1:])) / (K * eta)
+            tracked = sum(x["drift_norm"] for x in st) / (K * eta)
             consistency = max(consistency, abs(tracked - recorded) / max(recorded, 1e-300))
             d_fro.append(tracked)
         else:

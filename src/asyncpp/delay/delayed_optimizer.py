@@ -291,7 +291,9 @@ class DelayedOptimizer:
         prev = self.last_applied[g]
         self.last_applied[g] = updates
         sq_u = sum(float(u.double().pow(2).sum()) for u in updates if u is not None)
-        sq_d = 0.0
+        # Drift ‖u^{(t)} − u^{(t−1)}‖ with the EF convention u^{(−1)} = 0: the first applied
+        # update's drift is its own norm.
+        sq_d = sq_u if prev is None else 0.0
         if prev is not None:
             for u, v in zip(updates, prev):
                 if u is not None and v is not None:
