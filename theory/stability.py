@@ -1,6 +1,6 @@
 r"""T3 — exact linear stability of delayed EMA-momentum gradient descent on a quadratic.
 
-**Recursion (production semantics, ``formulation="gradient"``).** f(x) = h x²/2, c = ηh,
+Recursion (production semantics, ``formulation="gradient"``): f(x) = h x²/2, c = ηh,
 μ_t = η m_t:
 
 .. math::

@@ -9,8 +9,11 @@ pending gradient queue, EF memory, step counter), ``sampler`` (data position), `
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
+import shutil
+import tempfile
 from pathlib import Path
 
 import torch
@@ -38,10 +41,44 @@ def save_checkpoint(run_dir: str | os.PathLike, payload: dict, keep: int = 2) ->
     """Write ``payload`` as the checkpoint of step ``payload['step']`` and keep only the
     newest ``keep`` checkpoints. The previous checkpoints survive a crash during the write."""
     path = checkpoint_dir(run_dir) / f"step-{int(payload['step']):08d}.pt"
-    atomic_write(path, lambda f: torch.save({"format": FORMAT, **payload}, f))
+    body = {"format": FORMAT, **payload}
+    body["digest"] = payload_digest(body)
+    atomic_write(path, lambda f: torch.save(body, f))
     for _, old in list_checkpoints(run_dir)[:-keep]:
         old.unlink(missing_ok=True)
     return path
+
+
+def estimate_run_bytes(num_params: int, keep: int) -> int:
+    r"""Disk space a run needs for its checkpoints, in bytes:
+    :math:`4\,N\,(1 + 2 + 2)\,(k + 1) + 16\,\text{MiB}` for N float32 parameters (model,
+    two optimizer moments, a pending delayed gradient and an EF buffer), the k kept
+    checkpoints plus the one being written, and a margin for metrics and the tokenizer."""
+    return 4 * int(num_params) * 5 * (int(keep) + 1) + (16 << 20)
+
+
+def check_writable(run_dir: str | os.PathLike, need_bytes: int = 0) -> None:
+    """``ValueError`` naming the path and the fix unless files can be created in ``run_dir``
+    (or in its nearest existing ancestor) and its file system has ``need_bytes`` free.
+    Creates nothing visible: the probe is an unnamed temporary file."""
+    run_dir = Path(run_dir)
+    existing = next(p for p in (run_dir, *run_dir.absolute().parents) if p.exists())
+    if not existing.is_dir():
+        raise ValueError(f"run.dir={str(run_dir)!r} is below {str(existing)!r}, which is a file, "
+                         "not a folder; choose another --run.dir")
+    try:
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as e:
+        raise ValueError(f"cannot write to {str(existing)!r} (for run.dir={str(run_dir)!r}: "
+                         f"{e.strerror or e}); choose a writable --run.dir") from None
+    if need_bytes:
+        free = shutil.disk_usage(existing).free
+        if free < need_bytes:
+            raise ValueError(f"only {free / 2**20:.1f} MiB free under {str(existing)!r} but the "
+                             f"checkpoints of run.dir={str(run_dir)!r} need about "
+                             f"{need_bytes / 2**20:.1f} MiB; free space, lower "
+                             "train.keep_checkpoints, or choose another --run.dir")
 
 
 def load_checkpoint(path: str | os.PathLike) -> dict:
@@ -55,7 +92,42 @@ def load_checkpoint(path: str | os.PathLike) -> dict:
                          "corrupt — delete it to resume from the previous one") from None
     if not isinstance(ckpt, dict) or ckpt.get("format") != FORMAT:
         raise ValueError(f"{str(path)!r} is not an asyncpp checkpoint (format {FORMAT})")
+    digest = ckpt.pop("digest", None)  # absent only in checkpoints older than the checksum
+    if digest is not None and digest != payload_digest(ckpt):
+        raise ValueError(f"checkpoint {str(path)!r} fails its checksum; it is truncated or "
+                         "corrupt — delete it to resume from the previous one")
     return ckpt
+
+
+def payload_digest(obj) -> str:
+    """sha256 over a checkpoint's structure and every tensor's dtype, shape and bytes, in
+    order (``digest`` itself excluded): torch's zip reader does not verify its CRCs, so a
+    flipped bit inside a tensor would otherwise load silently."""
+    h = hashlib.sha256()
+
+    def walk(o):
+        if isinstance(o, torch.Tensor):
+            t = o.detach().cpu().contiguous().reshape(-1)
+            h.update(f"T{t.dtype}{tuple(o.shape)}".encode())
+            h.update(t.view(torch.uint8).numpy().tobytes())
+        elif isinstance(o, dict):
+            h.update(b"{")
+            for k, v in o.items():
+                if k == "digest" and o is obj:
+                    continue
+                h.update(repr(k).encode())
+                walk(v)
+            h.update(b"}")
+        elif isinstance(o, (list, tuple)):
+            h.update(b"[" if isinstance(o, list) else b"(")
+            for v in o:
+                walk(v)
+            h.update(b"]")
+        else:
+            h.update(f"{type(o).__name__}:{o!r};".encode())
+
+    walk(obj)
+    return h.hexdigest()
 
 
 def rng_state() -> dict:

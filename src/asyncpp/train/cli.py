@@ -40,6 +40,10 @@ examples:
 Every option is also a TOML key: --section.key VALUE  <=>  [section] key = VALUE.
 Outputs (run directory): config.toml/json, metrics.jsonl, checkpoints/, loss.png,
 summary.json, tokenizer.json, tb/ (TensorBoard, if installed), export/ (train.export).
+Outside the run directory only the shared cache of trained tokenizers and token arrays is
+written: data.cache_dir, else $ASYNCPP_CACHE, else $XDG_CACHE_HOME/asyncpp or ~/.cache/asyncpp.
+SIGTERM/SIGINT: the current step finishes, a checkpoint is written, exit 143/130; --resume
+continues bit-identically.
 """
 
 
@@ -137,12 +141,20 @@ def main(argv: list[str] | None = None) -> int:
     world = _world_size()
     from . import loop  # torch is imported from here on
 
+    restarts = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+    if not args.resume and restarts.isdigit() and int(restarts) > 0 \
+            and loop.ckpt_io.list_checkpoints(cfg.run_dir):
+        # torchrun --max-restarts=N relaunches failed workers with the same arguments.
+        print(f"{PROG}: torchrun restart {restarts}: resuming from the latest checkpoint in "
+              f"{cfg.run_dir}", file=sys.stderr)
+        args.resume = True
+
     if world is not None and world > 1 and not cfg.pipeline.simulate:
         try:
             result = loop.run_distributed(cfg, resume=args.resume, hooks=loop.Hooks())
         except ConfigError as e:
             return _fail(str(e))
-        return 0 if result.finished else 1
+        return getattr(result, "exit_code", 0 if result.finished else 1)  # stop_after: 0
 
     t0 = time.perf_counter()
     print(f"{PROG}: preparing data ({cfg.data.source}); a first run trains and caches the "
@@ -151,6 +163,9 @@ def main(argv: list[str] | None = None) -> int:
         prepared = loop.prepare_run(cfg, resume=args.resume)
     except (ConfigError, ValueError) as e:
         return _fail(str(e))
+    except OSError as e:  # e.g. an unwritable cache folder
+        return _fail(f"{e.strerror or e}: {e.filename!r}; check data.path, data.cache_dir / "
+                     "$ASYNCPP_CACHE and run.dir")
     data = prepared[0]
     mc = cfg.model_config()
     print(f"{PROG}: {data.description}", file=sys.stderr)
@@ -171,6 +186,10 @@ def main(argv: list[str] | None = None) -> int:
         result = loop.train(cfg, resume=args.resume, hooks=hooks, prepared=prepared)
     except loop.TrainingError as e:
         print(f"{PROG}: error: {e}", file=sys.stderr)
+        return 1
+    except OSError as e:  # disk full / folder removed mid-run: earlier checkpoints survive
+        print(f"{PROG}: error: writing the run failed ({e.strerror or e}: {e.filename!r}); "
+              f"free space, then continue with --resume --run.dir {cfg.run_dir}", file=sys.stderr)
         return 1
     finally:
         if bar["bar"] is not None:

@@ -246,8 +246,13 @@ def _coerce(key: str, value, tp):
           isinstance(value, (int, float)) and not isinstance(value, bool) if base is float else
           isinstance(value, str))
     if not ok:
-        raise ConfigError(f"{key} must be {_type_name(base)}, got {value!r}")
-    return float(value) if base is float else value
+        raise ConfigError(f"{key} must be {_type_name(base)}, got {_show(value)}")
+    if base is float:
+        try:
+            return float(value)
+        except OverflowError:
+            raise ConfigError(f"{key} must be a finite number, got {_show(value)}") from None
+    return value
 
 
 def parse_cli_value(key: str, text: str, tp):
@@ -275,6 +280,17 @@ def parse_cli_value(key: str, text: str, tp):
     raise ConfigError(f"--{key} must be {_type_name(base)}, got {text!r}")
 
 
+def _show(value) -> str:
+    """``repr`` for messages: at most 60 characters, and safe for huge integers."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
+        return f"<an integer of {value.bit_length()} bits>"
+    try:
+        r = repr(value)
+    except ValueError:  # an integer too long to print, nested in a list or table
+        r = f"<a {type(value).__name__}>"
+    return r if len(r) <= 60 else r[:57] + "..."
+
+
 def _unknown(key: str, allowed) -> ConfigError:
     near = difflib.get_close_matches(key.split(".")[-1], list(allowed), n=1)
     hint = f"; did you mean {near[0]!r}?" if near else f"; allowed: {', '.join(allowed)}"
@@ -291,7 +307,7 @@ def from_dict(d: dict) -> Config:
         if sname not in SECTIONS:
             raise _unknown(sname, SECTIONS)
         if not isinstance(body, dict):
-            raise ConfigError(f"[{sname}] must be a table of keys, got {body!r}")
+            raise ConfigError(f"[{sname}] must be a table of keys, got {_show(body)}")
         cls = SECTIONS[sname]
         hints = _field_types(cls)
         vals = {}
@@ -307,6 +323,9 @@ def merge(base: dict, overrides: dict) -> dict:
     """``base`` with ``overrides`` (both nested two levels) applied."""
     out = {k: dict(v) if isinstance(v, dict) else v for k, v in base.items()}
     for k, v in overrides.items():
+        if k in out and not isinstance(out[k], dict) and k in SECTIONS:
+            raise ConfigError(f"[{k}] must be a table of keys, got {_show(out[k])}; write it as a "
+                              f"[{k}] section")
         if isinstance(v, dict) and isinstance(out.get(k), dict):
             out[k].update(v)
         else:
@@ -336,10 +355,11 @@ def read_toml(path: str | os.PathLike) -> dict:
         raise ConfigError(f"config file {str(path)!r} does not exist; check --config")
     try:
         return tomllib.loads(p.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"config file {str(path)!r} is not valid TOML: {e}") from None
     except UnicodeDecodeError:
         raise ConfigError(f"config file {str(path)!r} is not UTF-8 text") from None
+    except ValueError as e:  # TOMLDecodeError, or an integer literal of > 4300 digits
+        first = (str(e).splitlines() or [type(e).__name__])[0][:120]
+        raise ConfigError(f"config file {str(path)!r} is not valid TOML: {first}") from None
 
 
 def load_config(path: str | None = None, overrides: list[tuple[str, str]] | None = None
@@ -357,15 +377,18 @@ def _check_field(key: str, value, meta) -> None:
         return
     if isinstance(value, float) and not math.isfinite(value):
         raise ConfigError(f"{key} must be a finite number, got {value!r}")
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 2**63:
+        raise ConfigError(f"{key}={_show(value)} is out of range; it must be below 2**63")
     choices = meta.get("choices")
     if choices and value not in choices:
-        raise ConfigError(f"{key}={value!r} is not allowed; choose one of {', '.join(choices)}")
+        raise ConfigError(f"{key}={_show(value)} is not allowed; choose one of "
+                          f"{', '.join(choices)}")
     lo, hi = meta.get("lo"), meta.get("hi")
     if lo is not None and (value <= lo if meta.get("lo_open") else value < lo):
         op = ">" if meta.get("lo_open") else ">="
-        raise ConfigError(f"{key}={value!r} is out of range; it must be {op} {lo}")
+        raise ConfigError(f"{key}={_show(value)} is out of range; it must be {op} {lo}")
     if hi is not None and value > hi:
-        raise ConfigError(f"{key}={value!r} is out of range; it must be <= {hi}")
+        raise ConfigError(f"{key}={_show(value)} is out of range; it must be <= {hi}")
 
 
 def validate(cfg: Config, world_size: int | None = None) -> None:

@@ -38,7 +38,6 @@ import dataclasses
 import json
 import logging
 import math
-import os
 import resource
 import shutil
 import time
@@ -232,9 +231,11 @@ class RunResult:
     export: Path | None = None
 
 
-def prepare_run(cfg: Config, *, resume: bool) -> tuple[DataBundle, dict | None, torch.device]:
+def prepare_run(cfg: Config, *, resume: bool,
+                distributed: bool = False) -> tuple[DataBundle, dict | None, torch.device]:
     """Everything that can fail on bad input, before anything is written: device, data,
-    tokenizer/vocabulary, resume checkpoint and its config, run directory state."""
+    tokenizer/vocabulary, resume checkpoint and its config, run directory state
+    (``distributed``: called by a rank of a torchrun launch)."""
     device = resolve_device(cfg.run.device)
     if cfg.log.tensorboard == "on" and not tensorboard_available():
         raise ConfigError("log.tensorboard='on' but tensorboard is not installed; "
@@ -242,10 +243,12 @@ def prepare_run(cfg: Config, *, resume: bool) -> tuple[DataBundle, dict | None, 
     run_dir = cfg.run_dir
     if run_dir.exists() and not run_dir.is_dir():
         raise ConfigError(f"run.dir={str(run_dir)!r} is a file; choose a folder")
-    existing = next(p for p in (run_dir, *run_dir.absolute().parents) if p.exists())
-    if not os.access(existing, os.W_OK):
-        raise ConfigError(f"cannot write to {str(existing)!r} (for run.dir={str(run_dir)!r}); "
-                          "choose a writable --run.dir")
+    mc = cfg.model_config()
+    try:  # unwritable folder, a path below a file, too little free space: before training
+        ckpt_io.check_writable(run_dir, ckpt_io.estimate_run_bytes(
+            mc.num_params(), cfg.train.keep_checkpoints))
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
     ckpt = None
     if resume:
         found = ckpt_io.list_checkpoints(run_dir)
@@ -254,11 +257,14 @@ def prepare_run(cfg: Config, *, resume: bool) -> tuple[DataBundle, dict | None, 
                               "--resume or point --run.dir at the run")
         ckpt = ckpt_io.load_checkpoint(found[-1][1])
         check_resume_config(ckpt["config"], cfg)
+        if "distributed" in ckpt and not distributed:
+            raise ConfigError(f"the checkpoint was written by a torchrun launch of "
+                              f"{ckpt['distributed']['world_size']} ranks; resume it under "
+                              "torchrun with as many processes")
     elif run_dir.exists() and any(run_dir.iterdir()) and not cfg.run.overwrite:
         raise ConfigError(f"run directory {str(run_dir)!r} already holds files; pass --resume to "
                           "continue that run, --run.overwrite true to replace it, or another "
                           "--run.name / --run.dir")
-    mc = cfg.model_config()
     data = load_data(cfg.data, mc.vocab_size)
     return data, ckpt, device
 
@@ -479,8 +485,8 @@ def run_distributed(cfg: Config, *, resume: bool, hooks: Hooks) -> RunResult:
     """Under ``torchrun`` (``RANK``/``WORLD_SIZE`` set, world size > 1): the multi-process run.
 
     This is the single place where the trainer and :mod:`asyncpp.pipeline` meet; it delegates
-    to ``asyncpp.pipeline.executor.train_pipeline(cfg, resume=..., hooks=...) -> RunResult``
-    when that exists. The wiring, per rank, mirrors :func:`train` step for step:
+    to :func:`asyncpp.train.distributed.train_distributed`. The wiring, per rank, mirrors
+    :func:`train` step for step:
 
     1. ``device = init_distributed()``; ``topo = PipelineTopology.create(num_stages=P)``;
        ``data = load_data(cfg.data, vocab)`` (every rank; the cache writes are atomic);
@@ -497,14 +503,6 @@ def run_distributed(cfg: Config, *, resume: bool, hooks: Hooks) -> RunResult:
        metrics from the last stage through :class:`MetricsWriter`, ``ex.evaluate`` for
        validation, ``ex.state_dict()`` + the sampler state in one checkpoint per rank.
     """
-    try:
-        from ..pipeline import executor
-    except ImportError:
-        executor = None
-    entry = getattr(executor, "train_pipeline", None)
-    if entry is None:
-        raise ConfigError(
-            f"launched under torchrun (WORLD_SIZE={os.environ.get('WORLD_SIZE')}), but the "
-            "multi-process training loop is not wired into asyncpp-train yet; run one process "
-            "(`asyncpp-train ... --simulate`), which realises the same update rule")
-    return entry(cfg, resume=resume, hooks=hooks)
+    from .distributed import train_distributed  # the wiring above, in asyncpp.train.distributed
+
+    return train_distributed(cfg, resume=resume, hooks=hooks)
