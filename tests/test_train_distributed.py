@@ -1,0 +1,185 @@
+"""``asyncpp-train`` under torchrun on the real pipeline executor (2 gloo ranks), against the
+single-process ``--simulate`` run of the same configuration.
+
+Two launches of the real CLI (``python -m asyncpp.train.cli``, started the way ``torchrun``
+starts workers — RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT — without its agent, killed at a
+hard deadline): a 6-step 2BW Muon + EF run of ``tiny``, and a resume of a copy of it from its
+step-3 checkpoint. Checked: per-step train and validation losses equal the simulation's (fp32:
+up to a few ulp, from the tied embedding/head gradient being summed in another order), the
+resumed steps are bit-identical, outputs are written once (rank 0), the checkpoint holds both
+live 2BW weight versions on every rank.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from asyncpp.train.config import ConfigError, from_dict, validate
+
+TOL = 5e-6  # fp32 losses of ~6; measured deviation ≤ 2.4e-7 (1 ulp), see the module docstring
+ARGS = ["--model.name", "tiny", "--data.max_documents", "60", "--data.seq_len", "16",
+        "--train.steps", "6", "--train.batch_size", "4", "--train.eval_every", "3",
+        "--train.eval_batches", "1", "--train.checkpoint_every", "3",
+        "--optimizer.name", "muon", "--optimizer.lr", "0.02", "--optimizer.adamw_lr", "0.006",
+        "--delay.correction", "ef", "--pipeline.schedule", "2bw", "--pipeline.stages", "2",
+        "--pipeline.microbatches", "2", "--run.threads", "1", "--log.progress", "false",
+        "--log.plot", "false", "--log.tensorboard", "off"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _env(cache: Path) -> dict:
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    return dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", ASYNCPP_CACHE=str(cache),
+                PYTHONPATH=src + os.pathsep + os.environ.get("PYTHONPATH", ""))
+
+
+def launch(argv: list[str], nprocs: int, logdir: Path, cache: Path,
+           deadline: float = 60.0) -> list[tuple[int, str]]:
+    """Run the CLI on ``nprocs`` ranks; ``(exit code, output)`` of each rank."""
+    env = dict(_env(cache), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()),
+               WORLD_SIZE=str(nprocs))
+    logdir.mkdir(parents=True, exist_ok=True)
+    procs, logs = [], []
+    for r in range(nprocs):
+        log = open(logdir / f"rank{r}.log", "w")
+        logs.append(log)
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "asyncpp.train.cli", *argv],
+            env=dict(env, RANK=str(r), LOCAL_RANK=str(r)), stdout=log, stderr=subprocess.STDOUT))
+    end = time.time() + deadline
+    try:
+        for p in procs:
+            p.wait(timeout=max(1.0, end - time.time()))
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"ranks still running after {deadline} s (a hang)")
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        for log in logs:
+            log.close()
+    return [(p.returncode, (logdir / f"rank{r}.log").read_text()) for r, p in enumerate(procs)]
+
+
+def records(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("train_distributed")
+    cache = root / "cache"
+    import torch
+
+    from asyncpp.train import cli
+
+    threads = torch.get_num_threads()
+    try:  # the simulation in this process (it also trains and caches the tokenizer)
+        assert cli.main([*ARGS, "--simulate", "--data.cache_dir", str(cache),
+                         "--run.dir", str(root / "sim")]) == 0
+    finally:
+        torch.set_num_threads(threads)
+    full = launch([*ARGS, "--run.dir", str(root / "dist")], 2, root / "logs-full", cache)
+    for r, (rc, out) in enumerate(full):
+        assert rc == 0, f"rank {r} failed:\n{out[-3000:]}"
+    # Resume a copy from its step-3 checkpoint (drop the final one).
+    shutil.copytree(root / "dist", root / "resumed")
+    ck = root / "resumed" / "checkpoints"
+    (ck / "step-00000006.pt").unlink()
+    shutil.rmtree(ck / "step-00000006.shards")
+    resumed = launch([*ARGS, "--run.dir", str(root / "resumed"), "--resume",
+                      "--log.progress", "true"], 2, root / "logs-resume", cache)
+    for r, (rc, out) in enumerate(resumed):
+        assert rc == 0, f"rank {r} failed on resume:\n{out[-3000:]}"
+    return {"root": root, "full": full, "resumed": resumed}
+
+
+@pytest.mark.multiprocess
+def test_two_ranks_equal_the_simulation(runs):
+    root = runs["root"]
+    sim, dist = records(root / "sim"), records(root / "dist")
+    assert [r["step"] for r in dist] == [1, 2, 3, 4, 5, 6]  # written once, by rank 0
+    worst = 0.0
+    for a, b in zip(sim, dist, strict=True):
+        assert a["step"] == b["step"] and a["lr"] == b["lr"] and a["delay"] == b["delay"]
+        for key in ("train_loss", "val_loss", "grad_norm"):
+            assert (key in a) == (key in b)
+            if key in a:
+                assert math.isfinite(b[key])
+                worst = max(worst, abs(a[key] - b[key]))
+                assert abs(a[key] - b[key]) <= TOL * max(1.0, abs(a[key])), (key, a, b)
+    assert worst <= TOL
+    assert records(root / "dist")[-1]["train_loss"] < records(root / "dist")[0]["train_loss"]
+    summary = json.loads((root / "dist" / "summary.json").read_text())
+    assert summary["steps"] == 6 and summary["stages"] == 2
+
+
+@pytest.mark.multiprocess
+def test_outputs_are_written_once_and_checkpoints_hold_every_version(runs):
+    import torch
+
+    root = runs["root"]
+    run = root / "dist"
+    for name in ("config.toml", "config.json", "metrics.jsonl", "summary.json", "tokenizer.json"):
+        assert (run / name).is_file(), name
+    ck = run / "checkpoints"
+    assert sorted(p.name for p in ck.iterdir()) == [
+        "step-00000003.pt", "step-00000003.shards", "step-00000006.pt", "step-00000006.shards"]
+    for r in range(2):
+        shard = torch.load(ck / "step-00000006.shards" / f"rank-{r:05d}.pt", weights_only=True)
+        ex = shard["executor"]
+        assert ex["stage"] == r and ex["next_step"] == 6
+        assert len(ex["versions"]) == 2  # 2BW: the newest and the one the next step reads
+        assert ex["optimizer"]["step_count"] >= 6
+    # Quiet ranks: nothing from rank 1; rank 0 reports through the progress bar on resume.
+    assert runs["full"][1][1].strip() == "" and runs["resumed"][1][1].strip() == ""
+    assert "resumed from step 3" in runs["resumed"][0][1]
+
+
+@pytest.mark.multiprocess
+def test_resume_continues_bit_identically(runs):
+    root = runs["root"]
+    full, resumed = records(root / "dist"), records(root / "resumed")
+    assert [r["step"] for r in resumed] == [1, 2, 3, 4, 5, 6]
+    for a, b in zip(full, resumed, strict=True):
+        for key in ("train_loss", "val_loss", "grad_norm", "lr"):
+            assert a.get(key) == b.get(key), (key, a, b)
+
+
+def _cfg(**sections):
+    d = {"model": {"name": "tiny"}, "train": {"batch_size": 4},
+         "pipeline": {"schedule": "2bw", "stages": 2, "microbatches": 2}}
+    for k, v in sections.items():
+        d.setdefault(k, {}).update(v)
+    cfg = from_dict(d)
+    validate(cfg)
+    return cfg
+
+
+def test_layout_checks_before_any_process_group():
+    from asyncpp.train.distributed import check_layout
+
+    assert check_layout(_cfg(), 2) == (1, 2)
+    assert check_layout(_cfg(), 4) == (2, 2)
+    with pytest.raises(ConfigError, match="batch_size=4 must split into 3"):
+        check_layout(_cfg(), 6)
+    with pytest.raises(ConfigError, match="clip_scope='stage'"):
+        check_layout(_cfg(train={"clip_scope": "stage"}), 2)
+    with pytest.raises(ConfigError, match="on_nonfinite='skip'"):
+        check_layout(_cfg(train={"on_nonfinite": "skip"}), 2)
