@@ -252,18 +252,25 @@ class DelayedOptimizer:
         with self._only_groups(sorted(active)):
             self.optimizer.step()
         for g in need_u:
-            updates = [None if b is None else b - p.detach()
-                       for p, b in zip(groups[g]["params"], before[g])]
+            params = groups[g]["params"]
+            idx = [i for i, b in enumerate(before[g]) if b is not None]
+            xs = [params[i].detach() for i in idx]
+            # The snapshot buffers become the updates in place (u = x_before − x_after), and the
+            # correction is applied with fused multi-tensor ops: no further allocation.
+            updates = before[g]
+            if idx:
+                torch._foreach_sub_([updates[i] for i in idx], xs)
             delayed = active[g]
             if delayed and self.correction == "ef":
                 # x_{t+1} = x_t - 2u + u_prev = (x_t - u) - u + u_prev
                 prev = self.prev_update[g]
-                for i, (p, u) in enumerate(zip(groups[g]["params"], updates)):
-                    if u is None:
-                        continue
-                    p.sub_(u)
-                    if prev is not None and prev[i] is not None:
-                        p.add_(prev[i])
+                if idx:
+                    torch._foreach_sub_(xs, [updates[i] for i in idx])
+                if prev is not None:
+                    back = [i for i in idx if prev[i] is not None]
+                    if back:
+                        torch._foreach_add_([params[i].detach() for i in back],
+                                            [prev[i] for i in back])
             self._record(g, updates)
             if delayed and self.correction == "ef":
                 self.prev_update[g] = updates
