@@ -8,6 +8,9 @@ stuck in a collective); torchrun's summary names the failed rank and its signal;
 checkpoint (manifest + one shard per rank) is intact; with ``--max-restarts=1`` the workers are
 relaunched, resume automatically from that checkpoint (``TORCHELASTIC_RESTART_COUNT`` > 0) and
 finish with the same losses, bit for bit, as the uninterrupted launch.
+
+Issue 10, item 1: SIGTERM (to torchrun, or to one rank alone) stops every rank at the same
+step boundary with a complete checkpoint and exit status 143; ``--resume`` continues exactly.
 """
 
 from __future__ import annotations
@@ -154,3 +157,86 @@ def test_without_restarts_every_rank_exits_nonzero_and_the_checkpoint_survives(t
     for r in range(2):
         shard = ckpt_io.load_checkpoint(path.with_suffix(".shards") / f"rank-{r:05d}.pt")
         assert shard["step"] == step
+
+
+# -- issue 10, item 1: SIGTERM under torchrun --------------------------------------------------
+SIGTERM_ARGS = [*ARGS[:ARGS.index("--train.steps")], "--optimizer.name", "muon",
+                "--train.steps", "24", "--train.checkpoint_every", "0", "--train.log_every", "1"]
+STOP_BOUND_S = 30.0
+
+
+def _launch(cwd: Path, cache: Path, log: Path, *extra: str) -> subprocess.Popen:
+    env = {**os.environ, "ASYNCPP_CACHE": str(cache), "OMP_NUM_THREADS": "1",
+           "PYTHONUNBUFFERED": "1"}
+    return subprocess.Popen(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+         "--monitor-interval", "0.1", "-m", "asyncpp.train.cli", "--run.dir", "run",
+         *SIGTERM_ARGS, *extra],
+        cwd=cwd, env=env, stdout=open(log, "w"), stderr=subprocess.STDOUT)
+
+
+def _sigterm_after(tr: subprocess.Popen, run: Path, steps: int, log: Path, rank: int | None):
+    """Once ``run``'s metrics reach ``steps``, SIGTERM torchrun (``rank`` None: it forwards
+    the signal to every worker) or the worker of ``rank`` alone; returns (seconds until every
+    process is gone, the step each rank reported it stopped at)."""
+    deadline = time.monotonic() + 120
+    while not ((run / "metrics.jsonl").is_file() and len(read_metrics(run)) >= steps
+               and len(_workers(tr.pid)) == 2):
+        assert tr.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+        time.sleep(0.01)
+    workers = _workers(tr.pid)
+    t0 = time.monotonic()
+    os.kill(tr.pid if rank is None else workers[rank], signal.SIGTERM)
+    tr.wait(timeout=STOP_BOUND_S + 10)
+    dt = time.monotonic() - t0
+    assert not [p for p in workers.values() if Path(f"/proc/{p}").exists()
+                and "Z" not in Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1][:3]]
+    assert tr.returncode != 0
+    text = log.read_text()
+    stopped = dict(re.findall(r"rank (\d): interrupted; checkpoint written at step (\d+) .*"
+                              r"exit status 143", text))
+    assert sorted(stopped) == ["0", "1"], text[-4000:]  # every rank exits 143 ...
+    return dt, {int(r): int(s) for r, s in stopped.items()}
+
+
+def _complete_checkpoint(run: Path) -> int:
+    step, path = ckpt_io.list_checkpoints(run)[-1]
+    manifest = ckpt_io.load_checkpoint(path)
+    assert manifest["step"] == step and manifest["distributed"]["world_size"] == 2
+    for r in range(2):
+        assert ckpt_io.load_checkpoint(
+            path.with_suffix(".shards") / f"rank-{r:05d}.pt")["step"] == step
+    return step
+
+
+def test_sigterm_stops_every_rank_at_one_step_and_resume_is_bit_identical(tmp_path, cache):
+    """SIGTERM to torchrun (forwarded to both workers), then SIGTERM to rank 1 alone: each
+    time both ranks agree on the same step boundary, write a complete checkpoint and exit 143;
+    two --resume launches later the losses equal an uninterrupted launch's, bit for bit."""
+    (tmp_path / "full").mkdir()
+    (tmp_path / "stopped").mkdir()
+    full = _launch(tmp_path / "full", cache, tmp_path / "full.log")
+    while not (tmp_path / "full" / "run" / "metrics.jsonl").is_file():  # tokenizer cached
+        assert full.poll() is None, (tmp_path / "full.log").read_text()[-3000:]
+        time.sleep(0.05)
+    cwd, run = tmp_path / "stopped", tmp_path / "stopped" / "run"
+    dt, at = _sigterm_after(_launch(cwd, cache, tmp_path / "a.log"), run, 3,
+                            tmp_path / "a.log", rank=None)
+    k = _complete_checkpoint(run)
+    assert at == {0: k, 1: k} and 3 <= k < 24, at  # ... at the same step boundary
+    assert dt < STOP_BOUND_S
+    print(f"\nSIGTERM to torchrun: stopped at step {k}, every process gone after {dt:.2f}s")
+    # The signal reaches rank 1 only: the collective decision still stops both ranks.
+    dt, at = _sigterm_after(_launch(cwd, cache, tmp_path / "b.log", "--resume"), run, k + 3,
+                            tmp_path / "b.log", rank=1)
+    k2 = _complete_checkpoint(run)
+    assert at == {0: k2, 1: k2} and k + 3 <= k2 < 24, at
+    assert dt < STOP_BOUND_S
+    print(f"SIGTERM to rank 1 only: stopped at step {k2}, every process gone after {dt:.2f}s")
+    last = _launch(cwd, cache, tmp_path / "c.log", "--resume")
+    assert last.wait(timeout=120) == 0, (tmp_path / "c.log").read_text()[-4000:]
+    assert full.wait(timeout=120) == 0, (tmp_path / "full.log").read_text()[-4000:]
+    a, b = read_metrics(tmp_path / "full" / "run"), read_metrics(run)
+    assert [r["step"] for r in b] == list(range(1, 25))
+    for key in ("train_loss", "grad_norm", "val_loss"):
+        assert [r.get(key) for r in a] == [r.get(key) for r in b], key  # bit-identical

@@ -154,7 +154,12 @@ def main(argv: list[str] | None = None) -> int:
             result = loop.run_distributed(cfg, resume=args.resume, hooks=loop.Hooks())
         except ConfigError as e:
             return _fail(str(e))
-        return getattr(result, "exit_code", 0 if result.finished else 1)  # stop_after: 0
+        code = getattr(result, "exit_code", 0 if result.finished else 1)  # stop_after: 0
+        if code > 128:  # every rank stopped at the same step boundary (SIGTERM/SIGINT)
+            print(f"{PROG}: rank {os.environ.get('RANK', '0')}: interrupted; checkpoint "
+                  f"written at step {result.steps_done} (continue with --resume --run.dir "
+                  f"{cfg.run_dir}); exit status {code}", file=sys.stderr)
+        return code
 
     t0 = time.perf_counter()
     print(f"{PROG}: preparing data ({cfg.data.source}); a first run trains and caches the "

@@ -88,11 +88,17 @@ def _agree(error: str | None) -> None:
         raise ConfigError(bad[0][1])
 
 
-def _any_rank(flag: bool, device: torch.device) -> bool:
-    """Collective logical OR of ``flag`` over all ranks."""
-    t = torch.tensor([1.0 if flag else 0.0], device=device)
+def _agree_stop(signum: int | None, flag: bool, device: torch.device) -> tuple[int | None, bool]:
+    """Collective stop decision at a step boundary: (max_r s_r, OR_r f_r) over all ranks r.
+
+    ``s_r`` is the signal rank r caught (0 if none), ``f_r`` its other stop reasons. One
+    all-reduce (MAX) of two scalars, so every rank stops at the same step with the same signal
+    (and exit status 128 + signal), whichever rank(s) the signal reached.
+    """
+    t = torch.tensor([float(signum or 0), 1.0 if flag else 0.0], device=device)
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return bool(t.item())
+    sig = int(t[0].item())
+    return (sig or None), bool(sig) or bool(t[1].item())
 
 
 def check_layout(cfg: Config, world: int) -> tuple[int, int]:
@@ -341,8 +347,10 @@ def _run(cfg: Config, resume: bool, hooks: Hooks | None, device: torch.device) -
     try:
         while step < T:
             want_stop = bool(cfg.train.stop_after and step - start >= cfg.train.stop_after)
-            if _any_rank(want_stop or hooks.should_stop() or stop["signal"] is not None,
-                         device):
+            sig, halt = _agree_stop(stop["signal"], want_stop or hooks.should_stop(), device)
+            if sig is not None:  # a signal on any rank stops every rank, with its status
+                stop["signal"] = sig
+            if halt:
                 save(step)
                 hooks.on_message(f"stopped at step {step}; continue with --resume")
                 stopped = True
@@ -396,6 +404,10 @@ def _run(cfg: Config, resume: bool, hooks: Hooks | None, device: torch.device) -
             hooks.on_step(record)
             if last or (cfg.train.checkpoint_every and step % cfg.train.checkpoint_every == 0):
                 save(step)
+        # A signal during the last step: every rank reports it (same exit status everywhere).
+        sig, _ = _agree_stop(stop["signal"], False, device)
+        if sig is not None:
+            stop["signal"] = sig
         result.steps_done = step
         result.finished = step >= T
     except TrainingError as e:
