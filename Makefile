@@ -14,7 +14,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q "$(TORCH_SPEC)"
-	$(PY) -m pip install -q -e ".[dev,book]"
+	$(PY) -m pip install -q -e ".[dev,book,hf]"
 	@touch $(STAMP)
 
 demo: $(STAMP)
