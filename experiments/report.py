@@ -1,0 +1,465 @@
+r"""Every table (Markdown, ``tables.md``) and figure (PNG, ``figures/``) of the CPU-scale
+reproduction, from the results JSON only (``results/<cell>-seed<k>.json``, see sweep.py).
+
+Definitions (per seed s, paired: the same seed means the same initialisation and data order):
+
+.. math::
+    \text{gap}_s = L^\text{async}_s - L^\text{sync}_s, \qquad
+    \text{recovered} = 100\,\frac{\bar L^\text{async} - \bar L^\text{corr}}
+                                 {\bar L^\text{async} - \bar L^\text{sync}}\ \%,
+
+with :math:`L` the final validation loss and bars the mean over the seeds present in all the
+cells compared. Values are mean ± sample standard deviation over seeds (n shown). Drift:
+:math:`\bar\rho = \text{mean}_t \|u^{(t)} - u^{(t-1)}\| / \|u^{(t)}\|` of the async run (the
+quantity of theorem T2, ``theory/error_feedback.py``).
+
+Usage: ``python experiments/report.py [--results DIR] [--out DIR]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import sweep  # noqa: E402  (cell names and grids; imports no torch)
+
+PAPER_360M = {  # PAPER.md, final val loss (sync, async, async+EF)
+    "muon": (2.578, 2.590, 2.583),
+    "adamw": (2.612, 2.890, 2.640),
+    "soap": (2.581, 2.608, 2.590),
+    "adan": (2.641, 2.651, None),
+}
+LABEL = {"adamw": "AdamW", "muon": "Muon", "soap": "SOAP", "adan": "Adan", "lion": "Lion",
+         "mars": "MARS"}
+MIT_LABEL = {"async": "async (no mitigation)", "syncstart": "sync start (10 %)",
+             "cooldown": "sync cooldown (10 %)", "taylor": "Taylor (λ = 0.1)",
+             "ef": "EF", "efcooldown": "EF + sync cooldown"}
+
+
+def load_results(results: Path) -> dict[str, dict[int, dict]]:
+    """cell → seed → record (all statuses)."""
+    out: dict[str, dict[int, dict]] = {}
+    for f in sorted(results.glob("*.json")):
+        try:
+            r = json.loads(f.read_text())
+        except (OSError, json.JSONDecodeError):
+            continue
+        if "cell" in r and "seed" in r:
+            out.setdefault(r["cell"], {})[int(r["seed"])] = r
+    return out
+
+
+def _val(rec: dict) -> float:
+    v = rec.get("final", {}).get("val_loss")
+    return v if (rec.get("status") == "ok" and v is not None) else math.inf
+
+
+def vals(R, cell: str, seeds=None) -> dict[int, float]:
+    """seed → final val loss (inf if diverged) of ``cell``."""
+    got = R.get(cell, {})
+    return {s: _val(r) for s, r in got.items() if seeds is None or s in seeds}
+
+
+def fmt(xs: list[float], digits: int = 3) -> str:
+    """mean ± std (n); '—' when empty; 'diverged' when any run diverged."""
+    if not xs:
+        return "—"
+    if any(not math.isfinite(x) for x in xs):
+        return f"diverged ({sum(not math.isfinite(x) for x in xs)}/{len(xs)})"
+    m = statistics.fmean(xs)
+    if len(xs) == 1:
+        return f"{m:.{digits}f} (n=1)"
+    return f"{m:.{digits}f} ± {statistics.stdev(xs):.{digits}f} (n={len(xs)})"
+
+
+def paired(R, a: str, b: str) -> tuple[list[float], list[float]]:
+    """Values of cells a and b over the seeds both have."""
+    va, vb = vals(R, a), vals(R, b)
+    common = sorted(set(va) & set(vb))
+    return [va[s] for s in common], [vb[s] for s in common]
+
+
+def gap(R, base: str, other: str) -> list[float]:
+    """Per-seed other − base (paired)."""
+    x, y = paired(R, base, other)
+    return [b - a for a, b in zip(x, y)]
+
+
+def recovered(R, sync: str, asyn: str, corr: str) -> float | None:
+    """% of the async gap that ``corr`` recovers, over seeds present in all three cells."""
+    vs, va, vc = vals(R, sync), vals(R, asyn), vals(R, corr)
+    common = sorted(set(vs) & set(va) & set(vc))
+    if not common:
+        return None
+    s, a, c = (statistics.fmean(v[k] for k in common) for v in (vs, va, vc))
+    if not all(math.isfinite(x) for x in (s, a, c)) or abs(a - s) < 1e-12:
+        return None
+    return 100.0 * (a - c) / (a - s)
+
+
+def _pct(x: float | None) -> str:
+    return "—" if x is None else f"{x:.0f} %"
+
+
+def drift(R, cell: str) -> list[float]:
+    return [r["drift"]["mean"] for r in R.get(cell, {}).values()
+            if r.get("status") == "ok" and r.get("drift", {}).get("mean") is not None]
+
+
+def lr_of(R, cell: str) -> str:
+    for r in R.get(cell, {}).values():
+        return f"{r['config']['optimizer']['lr']:g}"
+    return "—"
+
+
+# -- tables ------------------------------------------------------------------------------------
+def table_lr(R) -> str:
+    k = max(len(g) for g in sweep.LR_GRID.values())
+    lines = ["| optimizer | " + " | ".join(f"lr #{i + 1}" for i in range(k)) + " | chosen |",
+             "| --- " * (k + 2) + "|"]
+    for o in sweep.OPTIMIZERS:
+        cells, scores = [], []
+        for lr in sweep.LR_GRID[o]:
+            v = list(vals(R, f"lr-{o}-{lr:g}").values())
+            cells.append(f"{lr:g}: {fmt(v)}")
+            if v:
+                scores.append((v[0], lr))
+        cells += [""] * (k - len(cells))
+        best = f"{min(scores)[1]:g}" if len(scores) == len(sweep.LR_GRID[o]) else "—"
+        lines.append(f"| {LABEL[o]} | " + " | ".join(cells) + f" | {best} |")
+    return "\n".join(lines)
+
+
+def table1(R) -> tuple[str, list[tuple[str, float]]]:
+    lines = ["| optimizer | lr | sync | async (2BW, τ=1) | async + EF | gap async−sync | "
+             "gap EF−sync | EF recovers |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    order = []
+    for o in sweep.OPTIMIZERS:
+        s, a, e = f"{o}-sync", f"{o}-async", f"{o}-ef"
+        g = gap(R, s, a)
+        lines.append(f"| {LABEL[o]} | {lr_of(R, s)} | {fmt(list(vals(R, s).values()))} | "
+                     f"{fmt(list(vals(R, a).values()))} | {fmt(list(vals(R, e).values()))} | "
+                     f"{fmt(g)} | {fmt(gap(R, s, e))} | {_pct(recovered(R, s, a, e))} |")
+        if g and all(math.isfinite(x) for x in g):
+            order.append((o, statistics.fmean(g)))
+    order.sort(key=lambda t: -t[1])
+    return "\n".join(lines), order
+
+
+def table1_over_time(R) -> str:
+    """Gap async − sync of the validation loss at every evaluation step (paired seeds)."""
+    steps = None
+    rows = []
+    for o in sweep.OPTIMIZERS:
+        rs, ra = R.get(f"{o}-sync", {}), R.get(f"{o}-async", {})
+        common = [k for k in sorted(set(rs) & set(ra))
+                  if rs[k].get("status") == "ok" and ra[k].get("status") == "ok"]
+        if not common:
+            continue
+        steps = steps or rs[common[0]]["curves"]["val_step"]
+        gaps = [statistics.fmean(ra[k]["curves"]["val_loss"][i] - rs[k]["curves"]["val_loss"][i]
+                                 for k in common) for i in range(len(steps))]
+        rows.append(f"| {LABEL[o]} (n={len(common)}) | " + " | ".join(f"{g:+.3f}" for g in gaps)
+                    + " |")
+    if not rows:
+        return "—"
+    head = "| optimizer | " + " | ".join(f"step {s}" for s in steps) + " |"
+    return "\n".join([head, "| --- " * (len(steps) + 1) + "|", *rows])
+
+
+def table_gpu(R) -> str:
+    """The GPU runbook's cells (smollm-135m), when their results exist."""
+    lines = ["| optimizer | sync | async (2BW) | async + EF | gap | EF recovers | tokens/run |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    for o in ("muon", "adamw"):
+        s, a, e = (f"gpu135-{o}-{m}" for m in ("sync", "async", "ef"))
+        tok = next((f"{r['final'].get('tokens', 0):,}" for r in R.get(s, {}).values()), "—")
+        lines.append(f"| {LABEL[o]} | {fmt(list(vals(R, s).values()))} | "
+                     f"{fmt(list(vals(R, a).values()))} | {fmt(list(vals(R, e).values()))} | "
+                     f"{fmt(gap(R, s, a))} | {_pct(recovered(R, s, a, e))} | {tok} |")
+    return "\n".join(lines)
+
+
+def table_paper() -> str:
+    lines = ["| optimizer | sync | async | async + EF | gap | EF recovers |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    for o, (s, a, e) in PAPER_360M.items():
+        rec = f"{100 * (a - e) / (a - s):.0f} %" if e is not None else "—"
+        lines.append(f"| {LABEL[o]} | {s} | {a} | {e if e is not None else '—'} | "
+                     f"{a - s:+.3f} | {rec} |")
+    return "\n".join(lines)
+
+
+def table2(R) -> str:
+    lines = ["| optimizer | β | sync | async | gap async−sync |", "| --- | --- | --- | --- | --- |"]
+    for o in ("muon", "adamw"):
+        for b in sweep.BETAS:
+            suf = "" if b == sweep.DEFAULT_BETA[o] else f"-beta{b:g}"
+            s, a = f"{o}-sync{suf}", f"{o}-async{suf}"
+            lines.append(f"| {LABEL[o]} ({'momentum' if o == 'muon' else 'β₁'}) | {b:g} | "
+                         f"{fmt(list(vals(R, s).values()))} | {fmt(list(vals(R, a).values()))} "
+                         f"| {fmt(gap(R, s, a))} |")
+    return "\n".join(lines)
+
+
+def table3(R) -> str:
+    lines = ["| optimizer | variant | val loss | gap to sync | share of the gap recovered |",
+             "| --- | --- | --- | --- | --- |"]
+    for o in ("adamw", "muon"):
+        s = f"{o}-sync"
+        lines.append(f"| {LABEL[o]} | sync (reference) | {fmt(list(vals(R, s).values()))} "
+                     "| 0 | — |")
+        for k in ("async", *sweep.MITIGATIONS):
+            c = f"{o}-{k}"
+            rec = "0 % (by definition)" if k == "async" else _pct(
+                recovered(R, s, f"{o}-async", c))
+            lines.append(f"| {LABEL[o]} | {MIT_LABEL[k]} | {fmt(list(vals(R, c).values()))} | "
+                         f"{fmt(gap(R, s, c))} | {rec} |")
+    return "\n".join(lines)
+
+
+def table4(R) -> str:
+    lines = [f"Reference (synchronous, {LABEL[sweep.DEPTH_OPT]}): "
+             f"{fmt(list(vals(R, 'deep-sync').values()))}", "",
+             "| P | 2BW (τ=1 every stage) | gap | PipeDream (τ_s = P−1−s) | gap | max delay |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    for P in sweep.DEPTHS:
+        b, p = f"deep-2bw-P{P}", f"deep-pipedream-P{P}"
+        lines.append(f"| {P} | {fmt(list(vals(R, b).values()))} | {fmt(gap(R, 'deep-sync', b))} "
+                     f"| {fmt(list(vals(R, p).values()))} | {fmt(gap(R, 'deep-sync', p))} "
+                     f"| {P - 1} |")
+    return "\n".join(lines)
+
+
+def table5(R) -> str:
+    o = sweep.BATCH_OPT
+    lines = ["| batch (sequences) | tokens/step | sync | async | gap async−sync |",
+             "| --- | --- | --- | --- | --- |"]
+    for b in sweep.BATCHES:
+        suf = "" if b == 16 else f"-bs{b}"
+        s, a = f"{o}-sync{suf}", f"{o}-async{suf}"
+        lines.append(f"| {b} | {b * 64} | {fmt(list(vals(R, s).values()))} | "
+                     f"{fmt(list(vals(R, a).values()))} | {fmt(gap(R, s, a))} |")
+    return "\n".join(lines)
+
+
+def table7(R) -> str:
+    lines = ["| optimizer | lr | sync | async | async + EF | gap async−sync | EF recovers |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    lower = {"adamw": 0.003, "muon": 0.01}
+    for o in ("adamw", "muon"):
+        for suf, lr in (("", None), (f"-lr{lower[o]:g}", lower[o])):
+            s, a, e = f"{o}-sync{suf}", f"{o}-async{suf}", f"{o}-ef{suf}"
+            lab = lr_of(R, s) if lr is None else f"{lr:g}"
+            lines.append(f"| {LABEL[o]} | {lab} | {fmt(list(vals(R, s).values()))} | "
+                         f"{fmt(list(vals(R, a).values()))} | {fmt(list(vals(R, e).values()))} "
+                         f"| {fmt(gap(R, s, a))} | {_pct(recovered(R, s, a, e))} |")
+    return "\n".join(lines)
+
+
+LMO_METHODS = {"muon": "spectral-norm ball", "lion": "ℓ∞ ball (sign)"}
+
+
+def table6(R) -> tuple[str, list[tuple[float, float, str]]]:
+    lines = ["| optimizer | drift ρ̄ (async) | drift ρ̄ (async+EF) | gap async−sync | "
+             "EF recovers | T2 applies (LMO method) | T2: EF helps at the virtual point "
+             "(ρ̄ < 1) | T2: EF helps at the iterate (ρ̄ < 1/2, exact LMO) |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    pts = []
+    for o in sweep.OPTIMIZERS:
+        s, a, e = f"{o}-sync", f"{o}-async", f"{o}-ef"
+        da, de = drift(R, a), drift(R, e)
+        rec = recovered(R, s, a, e)
+        m = statistics.fmean(da) if da else None
+        v1 = "—" if m is None else ("yes" if m < 1 else "no")
+        v2 = "—" if m is None else ("yes" if m < 0.5 else "no")
+        lines.append(f"| {LABEL[o]} | {fmt(da)} | {fmt(de)} | {fmt(gap(R, s, a))} | "
+                     f"{_pct(rec)} | {LMO_METHODS.get(o, 'no')} | {v1} | {v2} |")
+        if da and rec is not None:
+            pts.append((statistics.fmean(da), rec, o))
+    if len(pts) >= 3:
+        xs, ys = [p[0] for p in pts], [p[1] for p in pts]
+        lines += ["", f"Pearson correlation of drift and % recovered over {len(pts)} "
+                  f"optimizers: {_pearson(xs, ys):+.2f}; Spearman: "
+                  f"{_pearson(_ranks(xs), _ranks(ys)):+.2f}."]
+    return "\n".join(lines), pts
+
+
+def _ranks(xs):
+    order = sorted(range(len(xs)), key=lambda i: xs[i])
+    r = [0.0] * len(xs)
+    for k, i in enumerate(order):
+        r[i] = float(k)
+    return r
+
+
+def _pearson(xs, ys) -> float:
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys))
+    sx = math.sqrt(sum((x - mx) ** 2 for x in xs))
+    sy = math.sqrt(sum((y - my) ** 2 for y in ys))
+    return sxy / (sx * sy) if sx and sy else float("nan")
+
+
+def progress(R) -> str:
+    lines = ["| table | finished runs | planned runs |", "| --- | --- | --- |"]
+    for t in sweep.TABLE_ORDER:
+        todo = [(c, s) for c, s in sweep.plan([t], None, None)]
+        done = sum(1 for c, s in todo if s in R.get(c.name, {}))
+        lines.append(f"| {t} | {done} | {len(todo)} |")
+    walls = [r["final"]["wall_s"] for c in R.values() for r in c.values()
+             if r.get("final", {}).get("wall_s")]
+    if walls:
+        lines += ["", f"Wall time per run: median {statistics.median(walls):.1f} s, "
+                  f"min {min(walls):.1f} s, max {max(walls):.1f} s over {len(walls)} runs "
+                  f"(total {sum(walls) / 60:.1f} min)."]
+    return "\n".join(lines)
+
+
+# -- figures -------------------------------------------------------------------------------------
+def figures(R, out: Path, pts) -> list[Path]:
+    """PNG figures; returns the paths written (none without matplotlib)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return []
+    out.mkdir(parents=True, exist_ok=True)
+    made = []
+
+    def mean_curve(cell):
+        recs = [r for r in R.get(cell, {}).values() if r.get("status") == "ok"]
+        if not recs:
+            return None, None
+        steps = recs[0]["curves"]["val_step"]
+        ys = [r["curves"]["val_loss"] for r in recs if r["curves"]["val_step"] == steps]
+        return steps, [statistics.fmean(c) for c in zip(*ys)]
+
+    fig, axes = plt.subplots(2, 3, figsize=(12, 7), sharex=True)
+    for ax, o in zip(axes.flat, sweep.OPTIMIZERS):
+        for m, lab in (("sync", "sync"), ("async", "async 2BW"), ("ef", "async + EF")):
+            x, y = mean_curve(f"{o}-{m}")
+            if x:
+                ax.plot(x, y, marker="o", ms=3, label=lab)
+        ax.set_title(LABEL[o])
+        ax.set_xlabel("step")
+        ax.set_ylabel("val loss (seed mean)")
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8)
+    fig.tight_layout()
+    made.append(out / "table1_val_curves.png")
+    fig.savefig(made[-1], dpi=90)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(5, 4))
+    for o in ("muon", "adamw"):
+        xs, ys, es = [], [], []
+        for b in sweep.BETAS:
+            suf = "" if b == sweep.DEFAULT_BETA[o] else f"-beta{b:g}"
+            g = gap(R, f"{o}-sync{suf}", f"{o}-async{suf}")
+            if g and all(math.isfinite(v) for v in g):
+                xs.append(b)
+                ys.append(statistics.fmean(g))
+                es.append(statistics.stdev(g) if len(g) > 1 else 0.0)
+        if xs:
+            ax.errorbar(xs, ys, yerr=es, marker="o", capsize=3, label=LABEL[o])
+    ax.set_xlabel("momentum β (Muon) / β₁ (AdamW)")
+    ax.set_ylabel("val-loss gap async − sync")
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend()
+    fig.tight_layout()
+    made.append(out / "table2_gap_vs_momentum.png")
+    fig.savefig(made[-1], dpi=90)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(5, 4))
+    for sched, lab in (("2bw", "PipeDream-2BW"), ("pipedream", "PipeDream")):
+        xs, ys = [], []
+        for P in sweep.DEPTHS:
+            g = gap(R, "deep-sync", f"deep-{sched}-P{P}")
+            if g and all(math.isfinite(v) for v in g):
+                xs.append(P)
+                ys.append(statistics.fmean(g))
+        if xs:
+            ax.plot(xs, ys, marker="o", label=lab)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("pipeline stages P")
+    ax.set_ylabel("val-loss gap to sync")
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend()
+    fig.tight_layout()
+    made.append(out / "table4_depth.png")
+    fig.savefig(made[-1], dpi=90)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(5, 4))
+    for x, y, o in pts:
+        ax.scatter([x], [y])
+        ax.annotate(LABEL[o], (x, y), textcoords="offset points", xytext=(4, 4))
+    ax.axvline(1.0, ls="--", c="gray", lw=0.8)
+    ax.set_xlabel("mean relative update drift ρ̄ (async run)")
+    ax.set_ylabel("% of the gap EF recovers")
+    fig.tight_layout()
+    made.append(out / "table6_drift_vs_recovered.png")
+    fig.savefig(made[-1], dpi=90)
+    plt.close(fig)
+    return made
+
+
+def build_report(results: Path, out: Path) -> Path:
+    """Write ``out/tables.md`` and ``out/figures/*.png`` from ``results``; returns tables.md."""
+    R = load_results(results)
+    t1, order = table1(R)
+    t6, pts = table6(R)
+    ordering = ", ".join(f"{LABEL[o]} {g:+.3f}" for o, g in order) or "—"
+    md = [
+        "# Tables of the CPU-scale reproduction", "",
+        "Generated by `python experiments/report.py` from `experiments/results/*.json` only. "
+        "Final validation loss, mean ± std over seeds (n); gaps are paired by seed; "
+        "\"EF recovers\" = (async − corrected)/(async − sync) on seed means.", "",
+        "## Progress", "", progress(R), "",
+        "## Table 0 — synchronous learning-rate sweep (seed 0)", "", table_lr(R), "",
+        "## Table 1 — optimizers × {sync, async, async + EF}", "", t1, "",
+        f"Gap ordering (largest first): {ordering}.", "",
+        "Gap async − sync over training (validation loss at each evaluation):", "",
+        table1_over_time(R), "",
+        "Paper (360M, FineWeb-Edu; PAPER.md):", "", table_paper(), "",
+        "## Table 2 — momentum", "", table2(R), "",
+        "## Table 3 — mitigations", "", table3(R), "",
+        "## Table 4 — depth: PipeDream vs PipeDream-2BW", "", table4(R), "",
+        "## Table 5 — batch size (AdamW, same steps and lr)", "", table5(R), "",
+        "## Table 6 — theory meets practice: update drift vs EF", "", t6, "",
+        "## Table 7 — not in the paper: the gap at a lower learning rate", "", table7(R), "",
+    ]
+    if any(c.startswith("gpu135-") for c in R):
+        md += ["## GPU runbook — smollm-135m on one H200 (experiments/gpu/run_135m.sh)", "",
+               table_gpu(R), ""]
+    out.mkdir(parents=True, exist_ok=True)
+    made = figures(R, out / "figures", pts)
+    if made:
+        md += ["## Figures", ""] + [f"![{p.stem}](figures/{p.name})" for p in made] + [""]
+    path = out / "tables.md"
+    path.write_text("\n".join(md))
+    return path
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description="tables.md and figures/ from the results JSON")
+    ap.add_argument("--results", default=str(HERE / "results"))
+    ap.add_argument("--out", default=str(HERE))
+    args = ap.parse_args(argv)
+    print(build_report(Path(args.results), Path(args.out)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

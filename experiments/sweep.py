@@ -1,0 +1,449 @@
+r"""Resumable runner of the CPU-scale reproduction (experiments/README.md).
+
+Every *cell* is one training configuration: a base TOML (``experiments/configs/``) plus a few
+``--section.key`` overrides, exactly what ``asyncpp-train --config BASE --k v ...`` would run.
+Each (cell, seed) writes one file ``results/<cell>-seed<k>.json`` (config, seed, curves, final
+metrics, update drift), atomically (temp file + rename). A file that exists is a finished run and
+is skipped, so a sweep can be stopped at any time and continued by running the same command.
+Several sweep processes may run at once: a run is claimed by an exclusive lock file
+(``results/.<cell>-seed<k>.lock``, holding the pid; a lock of a dead process is taken over).
+
+Runs execute in this process through the trainer of ``asyncpp-train``
+(:func:`asyncpp.train.loop.train`), with one addition: every stage's
+:class:`~asyncpp.delay.DelayedOptimizer` is built with ``track_updates=True`` so that the drift
+
+.. math::
+    \rho_t = \frac{\|u^{(t)} - u^{(t-1)}\|}{\|u^{(t)}\|}
+
+(norms over all stages and parameter groups) is recorded; tracking never changes the
+trajectory (DelayedOptimizer's contract, tested in tests/test_delay_closed_form.py). Asynchronous
+schedules run in one process through that exact simulation (``pipeline.simulate``), which
+tests/test_pipeline_multiprocess.py proves equal to the multi-process executor.
+
+Usage::
+
+    python experiments/sweep.py --tables lr            # synchronous lr sweep (seed 0)
+    python experiments/sweep.py --pick-lrs              # writes configs/lrs.toml (best val loss)
+    nohup python experiments/sweep.py --tables 1,3,2,4,5 > experiments/sweep.log 2>&1 &
+    python experiments/sweep.py --list --tables 1       # cells and whether they are done
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+CONFIGS = HERE / "configs"
+RESULTS = HERE / "results"
+LRS_FILE = CONFIGS / "lrs.toml"
+
+OPTIMIZERS = ("adamw", "muon", "soap", "adan", "lion", "mars")
+# Synchronous lr grid, centred on the usual small-model values; the first pass had 3 values
+# each and the optimum of every optimizer but Muon sat on the upper edge, so one more value
+# (x3 or x3.3) was added above for those (experiments/README.md).
+LR_GRID = {
+    "adamw": (1e-3, 3e-3, 1e-2, 3e-2),
+    "muon": (0.01, 0.02, 0.05),
+    "soap": (1e-3, 3e-3, 1e-2, 3e-2),
+    "adan": (1e-3, 3e-3, 1e-2, 3e-2),
+    "lion": (1e-4, 3e-4, 1e-3, 3e-3),
+    "mars": (1e-3, 3e-3, 1e-2, 3e-2),
+}
+STEPS = 300  # of base.toml and deep.toml; the mitigation windows are 10 % of it
+MODES = {
+    "sync": {"pipeline.schedule": "1f1b"},
+    "async": {"pipeline.schedule": "2bw", "pipeline.simulate": "true"},
+    "ef": {"pipeline.schedule": "2bw", "pipeline.simulate": "true", "delay.correction": "ef"},
+}
+MITIGATIONS = {
+    "syncstart": {**MODES["async"], "delay.sync_start": str(STEPS // 10)},
+    "cooldown": {**MODES["async"], "delay.sync_cooldown": str(STEPS // 10)},
+    "taylor": {**MODES["async"], "delay.correction": "taylor"},
+    "ef": MODES["ef"],
+    "efcooldown": {**MODES["ef"], "delay.sync_cooldown": str(STEPS // 10)},
+}
+BETAS = (0.8, 0.9, 0.95, 0.98)
+DEFAULT_BETA = {"muon": 0.95, "adamw": 0.9}
+BETA_KEY = {"muon": "optimizer.momentum", "adamw": "optimizer.beta1"}
+DEPTHS = (2, 4, 8, 16)
+DEPTH_OPT = "muon"
+BATCHES = (8, 16, 32)
+BATCH_OPT = "adamw"
+SEEDS = {"gpu": (0,), "lr": (0,), "7": (0,), "1": (0, 1, 2), "3": (0, 1, 2), "2": (0, 1), "4": (0,),
+         "5": (0, 1)}
+# Run after every table's SEEDS (more seeds where time allows).
+EXTRA_SEEDS = {"7": (1,), "2": (2,), "4": (1, 2), "5": (2,)}
+TABLE_ORDER = ("lr", "1", "3", "2", "4", "5", "7")
+
+
+class Cell:
+    """One configuration: ``base`` TOML + ``overrides``; ``opt`` takes its lr from lrs.toml
+    unless the overrides set one."""
+
+    def __init__(self, name: str, base: str, opt: str, overrides: dict[str, str]):
+        self.name, self.base, self.opt, self.overrides = name, base, opt, dict(overrides)
+
+    def __repr__(self) -> str:
+        return f"Cell({self.name!r})"
+
+
+def _cell(name, opt, overrides, base="base.toml"):
+    return Cell(name, base, opt, {"optimizer.name": opt, **overrides})
+
+
+def table_cells(table: str) -> list[Cell]:
+    """The cells of one table, in run order (table ids: lr, 1, 2, 3, 4, 5, 7, gpu)."""
+    if table == "lr":
+        return [_cell(f"lr-{o}-{lr:g}", o, {**MODES["sync"], "optimizer.lr": repr(lr)})
+                for o in OPTIMIZERS for lr in LR_GRID[o]]
+    if table == "1":
+        return [_cell(f"{o}-{m}", o, MODES[m]) for o in OPTIMIZERS for m in MODES]
+    if table == "3":
+        return [_cell(f"{o}-{k}", o, v) for o in ("adamw", "muon") for k, v in MITIGATIONS.items()]
+    if table == "2":
+        out = []
+        for o in ("muon", "adamw"):
+            for b in BETAS:
+                for m in ("sync", "async"):
+                    name = f"{o}-{m}" if b == DEFAULT_BETA[o] else f"{o}-{m}-beta{b:g}"
+                    out.append(_cell(name, o, {**MODES[m], BETA_KEY[o]: repr(b)}))
+        return out
+    if table == "4":
+        # Most informative first: P = 16 for both schedules, then PipeDream at smaller P, then
+        # 2BW. 2BW needs microbatches >= P (config rule), so its P = 16 run has 16 microbatches
+        # of one sequence; PipeDream uses 2. In one process microbatching changes only the
+        # float summation order, not the update.
+        out = [_cell("deep-sync", DEPTH_OPT, {"pipeline.schedule": "1f1b",
+                                              "pipeline.stages": "2",
+                                              "pipeline.microbatches": "2"}, "deep.toml")]
+        order = [("pipedream", 16), ("2bw", 16)] + [("pipedream", P) for P in (8, 4, 2)] + [
+            ("2bw", P) for P in (8, 4, 2)]
+        for sched, P in order:
+            m = P if sched == "2bw" else 2
+            out.append(_cell(f"deep-{sched}-P{P}", DEPTH_OPT, {
+                "pipeline.schedule": sched, "pipeline.stages": str(P),
+                "pipeline.microbatches": str(m), "pipeline.simulate": "true"}, "deep.toml"))
+        return out
+    if table == "5":
+        out = []
+        for b in BATCHES:
+            for m in ("sync", "async"):
+                name = f"{BATCH_OPT}-{m}" if b == 16 else f"{BATCH_OPT}-{m}-bs{b}"
+                # eval_batches x batch = 128 sequences: the same validation set at every size
+                out.append(_cell(name, BATCH_OPT, {**MODES[m], "train.batch_size": str(b),
+                                                   "train.eval_batches": str(128 // b)}))
+        return out
+    if table == "7":
+        # Not in the paper: the gap at the second-best synchronous lr (lower than lr*).
+        lower = {"adamw": 0.003, "muon": 0.01}
+        out = []
+        for o, lr in lower.items():
+            for m in MODES:
+                out.append(_cell(f"{o}-{m}-lr{lr:g}", o, {**MODES[m], "optimizer.lr": repr(lr)}))
+        return out
+    if table == "gpu":
+        lr = {"adamw": {"optimizer.lr": "0.002"},
+              "muon": {"optimizer.lr": "0.02", "optimizer.adamw_lr": "0.002"}}
+        return [_cell(f"gpu135-{o}-{m}", o, {**MODES[m], **lr[o]}, "gpu135.toml")
+                for o in ("muon", "adamw") for m in MODES]
+    raise ValueError(f"unknown table {table!r}; choose from {', '.join(TABLE_ORDER)}")
+
+
+def result_path(results: Path, cell: str, seed: int) -> Path:
+    return results / f"{cell}-seed{seed}.json"
+
+
+# -- learning rates --------------------------------------------------------------------------
+def load_lrs(path: Path = LRS_FILE) -> dict[str, float]:
+    """Per-optimizer peak lr chosen by the synchronous sweep (configs/lrs.toml)."""
+    if not path.is_file():
+        raise ValueError(f"{path} does not exist; run `python experiments/sweep.py --tables lr` "
+                         "and then `--pick-lrs` first")
+    from asyncpp.train.config import read_toml
+
+    return {k: float(v) for k, v in read_toml(path)["lr"].items()}
+
+
+def pick_lrs(results: Path, path: Path = LRS_FILE) -> dict[str, float]:
+    """lr* = argmin over the grid of the final validation loss of the synchronous seed-0 run
+    (diverged runs count as +inf); writes ``path``."""
+    best = {}
+    lines = ["# Written by `python experiments/sweep.py --pick-lrs`: per optimizer, the lr of",
+             "# the synchronous grid with the lowest final validation loss (seed 0).", "[lr]"]
+    for o in OPTIMIZERS:
+        scored = []
+        for lr in LR_GRID[o]:
+            f = result_path(results, f"lr-{o}-{lr:g}", 0)
+            if f.is_file():
+                v = json.loads(f.read_text())["final"].get("val_loss")
+                scored.append((v if v is not None and math.isfinite(v) else math.inf, lr))
+        if len(scored) < len(LR_GRID[o]):
+            raise ValueError(f"the lr sweep of {o} is unfinished ({len(scored)} of "
+                             f"{len(LR_GRID[o])} runs); run --tables lr first")
+        best[o] = min(scored)[1]
+        lines.append(f"{o} = {best[o]!r}  # " + ", ".join(f"{lr:g}: {v:.4f}" for v, lr in scored))
+    path.write_text("\n".join(lines) + "\n")
+    return best
+
+
+# -- one run ---------------------------------------------------------------------------------
+_DATA_CACHE: dict = {}
+
+
+def build_config(cell: Cell, seed: int, run_dir: Path, lrs: dict | None, extra: dict):
+    """The validated Config of ``cell`` (what ``asyncpp-train --config base ...`` resolves)."""
+    from asyncpp.train.config import from_dict, merge, parse_overrides, read_toml, validate
+
+    over = dict(cell.overrides)
+    if "optimizer.lr" not in over and "optimizer.lr" not in extra:
+        if lrs is None:
+            lrs = load_lrs()
+        over["optimizer.lr"] = repr(lrs[cell.opt])
+    over.update({"run.seed": str(seed), "run.dir": str(run_dir), "run.overwrite": "true",
+                 "run.name": f"{cell.name}-seed{seed}"})
+    over.update(extra)
+    base = read_toml(CONFIGS / cell.base) if not Path(cell.base).is_absolute() \
+        else read_toml(cell.base)
+    cfg = from_dict(merge(base, parse_overrides(list(over.items()))))
+    validate(cfg, world_size=None)
+    return cfg, over
+
+
+def _drift_summary(dopts) -> dict:
+    """rho_t = ||u_t - u_{t-1}|| / ||u_t|| per step (all stages and groups together) and its
+    mean over the run (first applied step excluded: it has no predecessor)."""
+    per: dict[int, list[float]] = {}
+    seen_first = set()
+    for k, d in enumerate(dopts):
+        for s in d.stats:
+            key = (k, s["group"])
+            acc = per.setdefault(s["step"], [0.0, 0.0, 1.0])
+            acc[0] += s["drift_norm"] ** 2
+            acc[1] += s["update_norm"] ** 2
+            if key not in seen_first:
+                seen_first.add(key)
+                acc[2] = 0.0  # some group has no previous update here
+    steps = sorted(st for st, a in per.items() if a[2] and a[1] > 0)
+    rho = [math.sqrt(per[st][0] / per[st][1]) for st in steps]
+    half = rho[len(rho) // 2:]
+    return {"mean": sum(rho) / len(rho) if rho else None,
+            "mean_second_half": sum(half) / len(half) if half else None,
+            "steps": steps[::5], "rho": rho[::5]}
+
+
+def run_cell(cell: Cell, seed: int, results: Path, lrs: dict | None = None,
+             extra: dict | None = None) -> dict:
+    """Train one (cell, seed) and write its results JSON atomically; returns the record."""
+    import torch
+
+    from asyncpp.delay import DelayedOptimizer
+    from asyncpp.train import loop
+
+    created: list = []
+
+    class TrackedDelayedOptimizer(DelayedOptimizer):
+        def __init__(self, *a, **k):
+            k["track_updates"] = True
+            super().__init__(*a, **k)
+            created.append(self)
+
+    run_dir = Path(tempfile.mkdtemp(prefix=f"asyncpp-{cell.name}-"))
+    cfg, over = build_config(cell, seed, run_dir, lrs, extra or {})
+    key = json.dumps(cfg.data.__dict__, sort_keys=True, default=str) + str(cfg.model_config())
+    if key not in _DATA_CACHE:
+        _DATA_CACHE[key] = loop.prepare_run(cfg, resume=False)
+    data, _, device = _DATA_CACHE[key]
+    original = loop.DelayedOptimizer
+    loop.DelayedOptimizer = TrackedDelayedOptimizer
+    t0 = time.time()
+    load0 = os.getloadavg()[0]
+    status, error = "ok", None
+    try:
+        res = loop.train(cfg, prepared=(data, None, device))
+        final = {"val_loss": res.final_val_loss, "train_loss": res.final_train_loss,
+                 "tokens_per_s": res.tokens_per_s}
+    except loop.TrainingError as e:
+        status, error, final = "diverged", str(e), {"val_loss": None, "train_loss": None}
+    finally:
+        loop.DelayedOptimizer = original
+    wall = time.time() - t0
+    curves = {"step": [], "train_loss": [], "val_step": [], "val_loss": []}
+    mfile = run_dir / "metrics.jsonl"
+    if mfile.is_file():
+        for line in mfile.read_text().splitlines():
+            r = json.loads(line)
+            curves["step"].append(r["step"])
+            curves["train_loss"].append(r["train_loss"])
+            if "val_loss" in r:
+                curves["val_step"].append(r["step"])
+                curves["val_loss"].append(r["val_loss"])
+    mc = cfg.model_config()
+    final.update(wall_s=wall, params=mc.num_params(),
+                 tokens=cfg.train.steps * cfg.train.batch_size * cfg.data.seq_len)
+    record = {
+        "cell": cell.name, "seed": seed, "status": status, "error": error,
+        "base_config": cell.base, "overrides": over,
+        "command": "asyncpp-train --config experiments/configs/" + cell.base + " " + " ".join(
+            f"--{k} {v}" for k, v in over.items() if k not in ("run.dir",)),
+        "config": cfg.resolved().to_dict(), "final": final, "curves": curves,
+        "drift": _drift_summary(created),
+        "machine": {"host": platform.node(), "cpu": platform.processor() or platform.machine(),
+                    "cores": os.cpu_count(), "torch": torch.__version__,
+                    "threads": torch.get_num_threads(), "loadavg_start": load0,
+                    "loadavg_end": os.getloadavg()[0], "python": platform.python_version()},
+        "asyncpp_commit": _git_commit(), "finished_utc": time.strftime(
+            "%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    write_json_atomic(result_path(results, cell.name, seed), record)
+    shutil.rmtree(run_dir, ignore_errors=True)
+    return record
+
+
+def write_json_atomic(path: Path, obj) -> None:
+    """Write ``obj`` as JSON to ``path`` via a temporary file in the same folder + rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    with os.fdopen(fd, "w") as f:
+        json.dump(obj, f, indent=1)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def _git_commit() -> str | None:
+    with contextlib.suppress(Exception):
+        return subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True,
+                              text=True, timeout=10).stdout.strip() or None
+    return None
+
+
+# -- claiming runs (several sweep processes) --------------------------------------------------
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def claim(results: Path, cell: str, seed: int) -> Path | None:
+    """Create the lock file of (cell, seed); None if another live process holds it."""
+    lock = results / f".{cell}-seed{seed}.lock"
+    results.mkdir(parents=True, exist_ok=True)
+    for _ in range(2):
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            try:
+                pid = int(lock.read_text().strip() or 0)
+            except (OSError, ValueError):
+                pid = 0
+            if pid and _alive(pid):
+                return None
+            lock.unlink(missing_ok=True)
+            continue
+        with os.fdopen(fd, "w") as f:
+            f.write(str(os.getpid()))
+        return lock
+    return None
+
+
+def plan(tables: list[str], seeds: list[int] | None, only: list[str] | None):
+    """(cell, seed) pairs in run order: table by table, seed-major inside a table (every cell
+    gets seed 0 before any gets seed 1), duplicates (cells shared by tables) once."""
+    out, seen = [], set()
+    passes = [(t, seeds if seeds is not None else SEEDS[t]) for t in tables]
+    if seeds is None:
+        passes += [(t, EXTRA_SEEDS[t]) for t in tables if t in EXTRA_SEEDS]
+    for t, tseeds in passes:
+        cells = table_cells(t)
+        for s in tseeds:
+            for c in cells:
+                if only and c.name not in only:
+                    continue
+                if (c.name, s) not in seen:
+                    seen.add((c.name, s))
+                    out.append((c, s))
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tables", default="lr", help="comma-separated: lr,1,2,3,4,5")
+    ap.add_argument("--seeds", default=None, help="comma-separated seeds (default: per table)")
+    ap.add_argument("--only", default=None, help="comma-separated cell names")
+    ap.add_argument("--results", default=str(RESULTS), help="results folder")
+    ap.add_argument("--lrs", default=str(LRS_FILE), help="lr file (from --pick-lrs)")
+    ap.add_argument("--pick-lrs", action="store_true", help="write the lr file from the lr sweep")
+    ap.add_argument("--list", action="store_true", help="list cells and their state, run nothing")
+    ap.add_argument("--validate-only", action="store_true",
+                    help="resolve and validate every planned config (no tensors), run nothing")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="extra override for every run (e.g. train.steps=2; smoke tests only)")
+    args = ap.parse_args(argv)
+    results = Path(args.results)
+    if args.pick_lrs:
+        best = pick_lrs(results, Path(args.lrs))
+        print("chosen lrs:", best)
+        return 0
+    tables = [t.strip() for t in args.tables.split(",") if t.strip()]
+    seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else None
+    only = args.only.split(",") if args.only else None
+    extra = dict(kv.split("=", 1) for kv in args.set)
+    todo = plan(tables, seeds, only)
+    if args.list:
+        for c, s in todo:
+            state = "done" if result_path(results, c.name, s).is_file() else "todo"
+            print(f"{state}  {c.name}-seed{s}")
+        return 0
+    if args.validate_only:
+        for c, s in todo:
+            cfg, _ = build_config(c, s, Path(tempfile.gettempdir()) / "unused", None, extra)
+            mc = cfg.model_config()
+            print(f"ok  {c.name}-seed{s}: {mc.name} {mc.num_params() / 1e6:.1f}M params, "
+                  f"{cfg.train.steps * cfg.train.batch_size * cfg.data.seq_len:,} tokens, "
+                  f"delays {cfg.stage_delays()}, correction {cfg.delay.correction}")
+        return 0
+    lrs = None
+    if "optimizer.lr" not in extra and any("optimizer.lr" not in c.overrides for c, _ in todo):
+        lrs = load_lrs(Path(args.lrs))
+    n_run = 0
+    for c, s in todo:
+        out = result_path(results, c.name, s)
+        if out.is_file():
+            print(f"skip {c.name}-seed{s} (done)", flush=True)
+            continue
+        lock = claim(results, c.name, s)
+        if lock is None:
+            print(f"skip {c.name}-seed{s} (running elsewhere)", flush=True)
+            continue
+        try:
+            if out.is_file():
+                continue
+            rec = run_cell(c, s, results, lrs, extra)
+            n_run += 1
+            v = rec["final"]["val_loss"]
+            print(f"{time.strftime('%H:%M:%S')} {c.name}-seed{s}: {rec['status']} val "
+                  f"{v if v is None else round(v, 4)} in {rec['final']['wall_s']:.1f}s "
+                  f"(load {rec['machine']['loadavg_start']:.1f})", flush=True)
+        finally:
+            lock.unlink(missing_ok=True)
+    print(f"sweep done: {n_run} runs this invocation", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

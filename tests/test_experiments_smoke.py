@@ -1,0 +1,100 @@
+"""Smoke tests of experiments/: the report from synthetic results, the resumable sweep, and the
+CPU dry run of the GPU runbook (≈ 20 s in all, most of it the dry run)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+EXP = Path(__file__).resolve().parents[1] / "experiments"
+sys.path.insert(0, str(EXP))
+
+import report  # noqa: E402
+import sweep  # noqa: E402
+
+
+def _record(cell: str, seed: int, val: float, drift: float = 0.5, lr: float = 0.01) -> dict:
+    steps = [50, 100, 150]
+    return {
+        "cell": cell, "seed": seed, "status": "ok", "error": None, "overrides": {},
+        "config": {"optimizer": {"lr": lr}},
+        "final": {"val_loss": val, "train_loss": val, "wall_s": 1.0},
+        "curves": {"step": [1, 2], "train_loss": [6.0, 5.0], "val_step": steps,
+                   "val_loss": [val + 0.2, val + 0.1, val]},
+        "drift": {"mean": drift, "mean_second_half": drift, "steps": [], "rho": []},
+    }
+
+
+def _write(results: Path, rec: dict) -> None:
+    sweep.write_json_atomic(sweep.result_path(results, rec["cell"], rec["seed"]), rec)
+
+
+def test_report_from_synthetic_results(tmp_path):
+    results = tmp_path / "results"
+    for k, o in enumerate(("adamw", "muon", "lion")):
+        for s in (0, 1):
+            base = 3.0 + 0.01 * s
+            _write(results, _record(f"{o}-sync", s, base))
+            _write(results, _record(f"{o}-async", s, base + 0.1 * (k + 1), drift=0.3 + k / 10))
+            _write(results, _record(f"{o}-ef", s, base + 0.05 * (k + 1), drift=0.4))
+    _write(results, _record("lr-adamw-0.001", 0, 3.5))
+    _write(results, _record("deep-sync", 0, 4.0))
+    _write(results, _record("deep-pipedream-P16", 0, 4.5))
+    for m, v in (("sync", 3.0), ("async", 3.2), ("ef", 3.1)):
+        _write(results, _record(f"gpu135-muon-{m}", 0, v))
+    bad = _record("muon-syncstart", 0, 3.0)
+    bad.update(status="diverged")
+    _write(results, bad)
+    md = report.build_report(results, tmp_path / "out").read_text()
+    assert "## Table 1" in md and "## Table 6" in md
+    # AdamW: gap 0.1, EF leaves 0.05 → 50 % recovered; paired gap identical for both seeds.
+    row = next(line for line in md.splitlines() if line.startswith("| AdamW | 0.01 |"))
+    assert "0.100 ± 0.000 (n=2)" in row and "50 %" in row
+    assert "diverged (1/1)" in md
+    assert "Pearson correlation" in md
+    assert "## GPU runbook" in md and "| Muon | 3.000 (n=1) | 3.200 (n=1) | 3.100 (n=1)" in md
+    figs = sorted(p.name for p in (tmp_path / "out" / "figures").glob("*.png"))
+    assert "table1_val_curves.png" in figs and "table6_drift_vs_recovered.png" in figs
+
+
+def test_sweep_skips_finished_cells(tmp_path, capsys):
+    results = tmp_path / "results"
+    rec = _record("lr-adamw-0.001", 0, 3.5)
+    _write(results, rec)
+    path = sweep.result_path(results, "lr-adamw-0.001", 0)
+    before = path.read_bytes()
+    assert sweep.main(["--tables", "lr", "--only", "lr-adamw-0.001", "--results",
+                       str(results)]) == 0
+    out = capsys.readouterr().out
+    assert "skip lr-adamw-0.001-seed0 (done)" in out and "0 runs this invocation" in out
+    assert path.read_bytes() == before
+    # --list reports it as done, the other lrs as to do
+    sweep.main(["--tables", "lr", "--list", "--results", str(results)])
+    listing = capsys.readouterr().out.splitlines()
+    assert "done  lr-adamw-0.001-seed0" in listing
+    assert "todo  lr-adamw-0.003-seed0" in listing
+
+
+def test_sweep_plan_is_seed_major_and_locks(tmp_path):
+    todo = sweep.plan(["1"], None, None)
+    n = len(sweep.table_cells("1"))
+    assert [s for _, s in todo[:n]] == [0] * n and todo[n][1] == 1
+    names = [(c.name, s) for c, s in sweep.plan(["1", "3", "2"], None, None)]
+    assert len(names) == len(set(names))  # shared cells (e.g. adamw-ef) planned once
+    lock = sweep.claim(tmp_path, "x", 0)
+    assert lock is not None and sweep.claim(tmp_path, "x", 0) is None  # held by this process
+    lock.write_text("999999999")  # a dead owner: taken over
+    assert sweep.claim(tmp_path, "x", 0) is not None
+
+
+def test_gpu_runbook_dry_run():
+    script = EXP / "gpu" / "run_135m.sh"
+    proc = subprocess.run(["bash", str(script), "--dry-run"], capture_output=True, text=True,
+                          timeout=300)
+    if proc.returncode != 0:
+        pytest.fail(f"dry run failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    assert "dry run ok: 6 of 6" in proc.stdout
+    assert proc.stdout.count("134.5M params, 4,096,000 tokens") == 6
