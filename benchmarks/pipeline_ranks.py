@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -22,6 +20,8 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 from torch import nn
+
+from asyncpp.pipeline.launch import RankTimeout, run_ranks
 
 HERE = Path(__file__).resolve().parent
 
@@ -62,39 +62,16 @@ class SleepStage(nn.Module):
         return _Sleep.apply(self.lin(x), self.t_f, self.t_b, self.log)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def launch(scenario: str, nprocs: int, outdir: Path, params: dict,
            deadline: float = 300.0) -> dict:
     """Start ``nprocs`` ranks of this file, wait at most ``deadline`` s, return rank 0's JSON."""
-    outdir.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()),
-               WORLD_SIZE=str(nprocs), OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
-    procs, logs = [], []
-    for r in range(nprocs):
-        log = open(outdir / f"log{r}.txt", "w")
-        logs.append(log)
-        procs.append(subprocess.Popen(
-            [sys.executable, str(HERE / "pipeline_ranks.py"), scenario, str(outdir),
-             json.dumps(params)],
-            env=dict(env, RANK=str(r), LOCAL_RANK=str(r)), stdout=log, stderr=subprocess.STDOUT))
-    end = time.time() + deadline
     try:
-        for p in procs:
-            p.wait(timeout=max(1.0, end - time.time()))
-    except subprocess.TimeoutExpired:
-        raise RuntimeError(f"{scenario}: ranks still running after {deadline} s") from None
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-        for log in logs:
-            log.close()
+        run_ranks([sys.executable, str(HERE / "pipeline_ranks.py"), scenario, str(outdir),
+                   json.dumps(params)], nprocs, outdir, deadline=deadline)
+    except RankTimeout as e:
+        raise RuntimeError(f"{scenario}: {e}") from None
     path = outdir / "result.json"
     if not path.exists():
         tail = (outdir / "log0.txt").read_text()[-3000:]

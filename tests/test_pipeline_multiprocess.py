@@ -12,56 +12,34 @@ MASTER_PORT), without its agent, and killed if they outlive a hard deadline.
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from asyncpp.pipeline.launch import RankTimeout, log_tail, run_ranks
+
 WORKER = Path(__file__).with_name("pipeline_worker.py")
 TOL = 1e-12
 pytestmark = pytest.mark.multiprocess
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def launch(scenario: str, nprocs: int, outdir: Path, deadline: float = 150.0) -> list[dict]:
     """Start ``nprocs`` workers, wait (at most ``deadline`` s), return each rank's results."""
-    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()),
-               WORLD_SIZE=str(nprocs), OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
-    procs, logs = [], []
-    for r in range(nprocs):
-        log = open(outdir / f"log{r}.txt", "w")
-        logs.append(log)
-        procs.append(subprocess.Popen(
-            [sys.executable, str(WORKER), scenario, str(outdir)],
-            env=dict(env, RANK=str(r), LOCAL_RANK=str(r)), stdout=log, stderr=subprocess.STDOUT))
-    end = time.time() + deadline
     try:
-        for p in procs:
-            p.wait(timeout=max(1.0, end - time.time()))
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"{scenario}: workers still running after {deadline} s (a hang)")
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-        for log in logs:
-            log.close()
+        run_ranks([sys.executable, str(WORKER), scenario, str(outdir)], nprocs, outdir,
+                  deadline=deadline)
+    except RankTimeout as e:
+        pytest.fail(f"{scenario}: {e}")
     results = []
     for r in range(nprocs):
         path = outdir / f"rank{r}.json"
         if not path.exists():
-            log = (outdir / f"log{r}.txt").read_text()[-3000:]
-            pytest.fail(f"{scenario}: rank {r} wrote no result; its log ends with:\n{log}")
+            pytest.fail(f"{scenario}: rank {r} wrote no result; its log ends with:\n"
+                        f"{log_tail(outdir, r)}")
         results.append(json.loads(path.read_text()))
     return results
 

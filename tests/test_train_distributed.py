@@ -16,14 +16,12 @@ import json
 import math
 import os
 import shutil
-import socket
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
+from asyncpp.pipeline.launch import RankTimeout, run_ranks
 from asyncpp.train.config import ConfigError, from_dict, validate
 
 TOL = 5e-6  # fp32 losses of ~6; measured deviation ≤ 2.4e-7 (1 ulp), see the module docstring
@@ -36,10 +34,6 @@ ARGS = ["--model.name", "tiny", "--data.max_documents", "60", "--data.seq_len", 
         "--log.plot", "false", "--log.tensorboard", "off"]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _env(cache: Path) -> dict:
@@ -51,30 +45,12 @@ def _env(cache: Path) -> dict:
 def launch(argv: list[str], nprocs: int, logdir: Path, cache: Path,
            deadline: float = 60.0) -> list[tuple[int, str]]:
     """Run the CLI on ``nprocs`` ranks; ``(exit code, output)`` of each rank."""
-    env = dict(_env(cache), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()),
-               WORLD_SIZE=str(nprocs))
-    logdir.mkdir(parents=True, exist_ok=True)
-    procs, logs = [], []
-    for r in range(nprocs):
-        log = open(logdir / f"rank{r}.log", "w")
-        logs.append(log)
-        procs.append(subprocess.Popen(
-            [sys.executable, "-m", "asyncpp.train.cli", *argv],
-            env=dict(env, RANK=str(r), LOCAL_RANK=str(r)), stdout=log, stderr=subprocess.STDOUT))
-    end = time.time() + deadline
     try:
-        for p in procs:
-            p.wait(timeout=max(1.0, end - time.time()))
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"ranks still running after {deadline} s (a hang)")
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-        for log in logs:
-            log.close()
-    return [(p.returncode, (logdir / f"rank{r}.log").read_text()) for r, p in enumerate(procs)]
+        codes = run_ranks([sys.executable, "-m", "asyncpp.train.cli", *argv], nprocs, logdir,
+                          deadline=deadline, env=_env(cache), log_name="rank{rank}.log")
+    except RankTimeout as e:
+        pytest.fail(str(e))
+    return [(rc, (logdir / f"rank{r}.log").read_text()) for r, rc in enumerate(codes)]
 
 
 def records(run_dir: Path) -> list[dict]:

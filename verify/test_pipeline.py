@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import json
 import os
-import socket
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
+from asyncpp.pipeline.launch import RankTimeout, log_tail, run_ranks
 from verify.properties import pipeline_check, pipeline_scenario
 from verify.report import REPORT
 from verify.strategies import check
@@ -49,46 +47,24 @@ LAUNCHES = {
 }
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def launch(cfg: dict, outdir: Path, deadline: float = 240.0) -> list[dict]:
     """Start ``cfg['P']`` worker processes, wait (at most ``deadline`` s), return results."""
     nprocs = cfg["P"]
     (outdir / "config.json").write_text(json.dumps(cfg))
-    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()),
-               WORLD_SIZE=str(nprocs), OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1",
+    env = dict(os.environ,
                PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    procs, logs = [], []
-    for r in range(nprocs):
-        log = open(outdir / f"log{r}.txt", "w")
-        logs.append(log)
-        procs.append(subprocess.Popen(
-            [sys.executable, str(WORKER), str(outdir / "config.json"), str(outdir)],
-            env=dict(env, RANK=str(r), LOCAL_RANK=str(r)), stdout=log,
-            stderr=subprocess.STDOUT))
-    end = time.time() + deadline
     try:
-        for p in procs:
-            p.wait(timeout=max(1.0, end - time.time()))
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"pipeline workers still running after {deadline} s (a hang)")
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-        for log in logs:
-            log.close()
+        run_ranks([sys.executable, str(WORKER), str(outdir / "config.json"), str(outdir)],
+                  nprocs, outdir, deadline=deadline, env=env)
+    except RankTimeout as e:
+        pytest.fail(f"pipeline workers: {e}")
     results = []
     for r in range(nprocs):
         path = outdir / f"rank{r}.json"
         if not path.exists():
-            tail = (outdir / f"log{r}.txt").read_text()[-3000:]
-            pytest.fail(f"rank {r} wrote no result; its log ends with:\n{tail}")
+            pytest.fail(f"rank {r} wrote no result; its log ends with:\n{log_tail(outdir, r)}")
         results.append(json.loads(path.read_text()))
     return results
 
