@@ -159,3 +159,5 @@ def test_layout_checks_before_any_process_group():
         check_layout(_cfg(train={"clip_scope": "stage"}), 2)
     with pytest.raises(ConfigError, match="on_nonfinite='skip'"):
         check_layout(_cfg(train={"on_nonfinite": "skip"}), 2)
+    with pytest.raises(ConfigError, match="run.compile is not supported under torchrun"):
+        check_layout(_cfg(run={"compile": True}), 2)

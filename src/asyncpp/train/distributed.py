@@ -129,6 +129,10 @@ def check_layout(cfg: Config, world: int) -> tuple[int, int]:
         raise ConfigError("train.export is not supported under torchrun yet (each rank holds "
                           "one stage); export from a single-process run, or set "
                           "--train.export false")
+    if cfg.run.compile:
+        raise ConfigError("run.compile is not supported under torchrun yet (the executor calls "
+                          "each stage through torch.func.functional_call); use "
+                          "--run.compile false")
     return dp, P
 
 
@@ -256,9 +260,6 @@ def _run(cfg: Config, resume: bool, hooks: Hooks | None, device: torch.device) -
     model.set_aux_loss_scale(1.0 if per_microbatch else 1.0 / m)
     if cfg.run.precision == "bf16":
         stage.forward = _autocast_forward(stage.forward, device)
-    if cfg.run.compile:
-        log.warning("run.compile is ignored under torchrun (the executor calls each stage "
-                    "through torch.func.functional_call)")
     torch.manual_seed(cfg.run.seed)
 
     dopt = build_stage_optimizer(cfg, stage.named_parameters(), s, device)
