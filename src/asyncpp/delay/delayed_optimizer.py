@@ -196,28 +196,30 @@ class DelayedOptimizer:
                 entry.append((grad, snap))
                 p.grad = None
             q = self.queues[g]
-            q.append((entry, True))
+            q.append(entry)
             out = []
             while len(q) > delays[g]:
-                e, _ = q.popleft()
+                e = q.popleft()
                 # An entry applied in the call that queued it was not delayed.
                 out.append((e, e is not entry))
             due[g] = out
         rounds = max(len(v) for v in due.values())
         for r in range(rounds):
-            active = {}
-            for g, items in due.items():
-                if r < len(items):
-                    entry, delayed = items[r]
-                    for p, (grad, snap) in zip(groups[g]["params"], entry):
-                        if grad is not None and delayed and self.correction == "taylor":
-                            grad = taylor_compensate(grad, p, snap, self.taylor_lambda)
-                        p.grad = grad
-                    active[g] = delayed
-            self._run_round(active)
-            for g in active:
-                for p in groups[g]["params"]:
-                    p.grad = None
+            self._apply_entries({g: items[r] for g, items in due.items() if r < len(items)})
+
+    def _apply_entries(self, entries: dict[int, tuple[list, bool]]) -> None:
+        """One round: group g's queued ``(gradient, snapshot)`` entry goes into ``.grad``
+        (Taylor-compensated if it was delayed) and the corrected step runs for those groups."""
+        groups = self.optimizer.param_groups
+        for g, (entry, delayed) in entries.items():
+            for p, (grad, snap) in zip(groups[g]["params"], entry):
+                if grad is not None and delayed and self.correction == "taylor":
+                    grad = taylor_compensate(grad, p, snap, self.taylor_lambda)
+                p.grad = grad
+        self._run_round({g: delayed for g, (_, delayed) in entries.items()})
+        for g in entries:
+            for p in groups[g]["params"]:
+                p.grad = None
 
     def _step_update_formulation(self, delays: list[int]) -> None:
         groups = self.optimizer.param_groups
@@ -333,26 +335,14 @@ class DelayedOptimizer:
     def flush(self) -> int:
         """Apply every pending gradient/update now, oldest first; returns how many rounds ran."""
         rounds = 0
-        groups = self.optimizer.param_groups
         while self.pending():
             if self.formulation == "update":
                 for g, q in enumerate(self.queues):
                     if q:
                         self._apply_updates(g, q.popleft(), delayed=True)
             else:
-                active = {}
-                for g, q in enumerate(self.queues):
-                    if q:
-                        entry, _ = q.popleft()
-                        for p, (grad, snap) in zip(groups[g]["params"], entry):
-                            if grad is not None and self.correction == "taylor":
-                                grad = taylor_compensate(grad, p, snap, self.taylor_lambda)
-                            p.grad = grad
-                        active[g] = True
-                self._run_round(active)
-                for g in active:
-                    for p in groups[g]["params"]:
-                        p.grad = None
+                self._apply_entries({g: (q.popleft(), True)
+                                     for g, q in enumerate(self.queues) if q})
             rounds += 1
         return rounds
 
@@ -397,7 +387,7 @@ class DelayedOptimizer:
         if self.formulation == "update":
             queues = [[list(e) for e in q] for q in self.queues]
         else:
-            queues = [[[list(pair) for pair in e] for e, _ in q] for q in self.queues]
+            queues = [[[list(pair) for pair in e] for e in q] for q in self.queues]
         return {
             "optimizer": self.optimizer.state_dict(),
             "step_count": self.step_count,
@@ -427,7 +417,7 @@ class DelayedOptimizer:
         if self.formulation == "update":
             self.queues = [deque(list(e) for e in q) for q in state["queues"]]
         else:
-            self.queues = [deque(([tuple(pair) for pair in e], True) for e in q)
+            self.queues = [deque([tuple(pair) for pair in e] for e in q)
                            for q in state["queues"]]
         self.prev_update = [None if pu is None else list(pu) for pu in state["prev_update"]]
         self.last_applied = [None if u is None else list(u)
@@ -445,8 +435,7 @@ class DelayedOptimizer:
                 total += t.numel() * t.element_size()
 
         for q in self.queues:
-            for item in q:
-                entry = item if self.formulation == "update" else item[0]
+            for entry in q:
                 for x in entry:
                     if isinstance(x, tuple):
                         for t in x:

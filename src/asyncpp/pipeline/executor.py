@@ -525,6 +525,11 @@ class PipelineExecutor:
         self._drain_sends(st)
         self.next_step = t0 + T
         losses = st["losses"]
+        return self._gather_losses(losses, last)
+
+    def _gather_losses(self, losses: torch.Tensor, last: bool) -> list[float]:
+        """Per-step losses on every rank: the last stage's (mean over DP replicas) are summed
+        into everyone's buffer by one all-reduce; other stages contribute zeros."""
         if self.topo.distributed:
             if not last:
                 losses.zero_()
@@ -691,14 +696,7 @@ class PipelineExecutor:
                     st["out_msgs"][(S.ACTIVATION, k, i)] = out
                     self._communicate([S.Send(S.ACTIVATION, k, i, s + 1)], st)
         self._drain_sends(st)
-        if self.topo.distributed:
-            if not last:
-                losses.zero_()
-            else:
-                losses /= self.topo.dp_size
-            self._wait(dist.all_reduce(losses, group=self.topo.world_group, async_op=True),
-                       "the loss all-reduce")
-        return [float(x) for x in losses.tolist()]
+        return self._gather_losses(losses, last)
 
     # -- checkpoints -------------------------------------------------------------------------------
     def state_dict(self) -> dict:
