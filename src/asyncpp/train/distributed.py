@@ -63,9 +63,9 @@ from .loop import (
     build_stage_optimizer,
     lm_loss,
     lr_factor,
-    peak_memory_mb,
     prepare_run,
     resolve_device,
+    step_timing,
 )
 from .metrics import MetricsWriter, tensorboard_available, truncate_metrics
 
@@ -382,13 +382,9 @@ def _run(cfg: Config, resume: bool, hooks: Hooks | None, device: torch.device) -
                 raise TrainingError(f"non-finite {what} at step {step + 1} (loss {loss}, grad "
                                     f"norm {gnorm}){where}; lower optimizer.lr")
             record.update(train_loss=loss, grad_norm=gnorm)
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
-            dt = time.perf_counter() - t0
-            tok_time += dt
+            record.update(step_timing(t0, tokens_per_step, device))
+            tok_time += record["step_time_s"]
             tok_count += tokens_per_step
-            record.update(tokens_per_s=tokens_per_step / dt, step_time_s=dt,
-                          peak_mem_mb=peak_memory_mb(device))
             step += 1
             if result.first_train_loss is None and start == 0:
                 result.first_train_loss = loss

@@ -191,6 +191,15 @@ def peak_memory_mb(device: torch.device) -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def step_timing(t0: float, tokens: int, device: torch.device) -> dict[str, float]:
+    """The timing fields of a step's metrics record: wall time since ``t0`` (after a CUDA
+    synchronize, so queued kernels are counted), tokens/s and peak memory."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    dt = time.perf_counter() - t0
+    return {"tokens_per_s": tokens / dt, "step_time_s": dt, "peak_mem_mb": peak_memory_mb(device)}
+
+
 def check_resume_config(saved: dict, cfg: Config) -> None:
     """ConfigError naming the first setting that differs from the checkpoint's (except the
     bookkeeping fields in ``RESUME_FREE``)."""
@@ -408,13 +417,9 @@ def train(cfg: Config, *, resume: bool = False, hooks: Hooks | None = None,
                 record["aux_loss"] = aux_sum
             if skipped:
                 record["skipped"] = True
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
-            dt = time.perf_counter() - t0
-            tok_time += dt
+            record.update(step_timing(t0, tokens_per_step, device))
+            tok_time += record["step_time_s"]
             tok_count += tokens_per_step
-            record.update(tokens_per_s=tokens_per_step / dt, step_time_s=dt,
-                          peak_mem_mb=peak_memory_mb(device))
             step += 1
             if result.first_train_loss is None and start == 0:
                 result.first_train_loss = train_loss
