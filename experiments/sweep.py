@@ -67,13 +67,42 @@ MODES = {
     "async": {"pipeline.schedule": "2bw", "pipeline.simulate": "true"},
     "ef": {"pipeline.schedule": "2bw", "pipeline.simulate": "true", "delay.correction": "ef"},
 }
-MITIGATIONS = {
-    "syncstart": {**MODES["async"], "delay.sync_start": str(STEPS // 10)},
-    "cooldown": {**MODES["async"], "delay.sync_cooldown": str(STEPS // 10)},
-    "taylor": {**MODES["async"], "delay.correction": "taylor"},
-    "ef": MODES["ef"],
-    "efcooldown": {**MODES["ef"], "delay.sync_cooldown": str(STEPS // 10)},
+
+
+def _mitigations(steps: int) -> dict[str, dict[str, str]]:
+    return {
+        "syncstart": {**MODES["async"], "delay.sync_start": str(steps // 10)},
+        "cooldown": {**MODES["async"], "delay.sync_cooldown": str(steps // 10)},
+        "taylor": {**MODES["async"], "delay.correction": "taylor"},
+        "ef": MODES["ef"],
+        "efcooldown": {**MODES["ef"], "delay.sync_cooldown": str(steps // 10)},
+    }
+
+
+MITIGATIONS = _mitigations(STEPS)
+BASE, DEEP = "base.toml", "deep.toml"
+TIER = "tiny"
+# The `small` tier (experiments/README.md): the 4.0M-parameter model, one epoch of the corpus
+# per run. Its own results folder and lr file; the tiny tier's files are untouched.
+TIERS = {
+    "tiny": dict(STEPS=300, BASE="base.toml", DEEP="deep.toml", RESULTS=HERE / "results",
+                 LRS_FILE=CONFIGS / "lrs.toml", LR_GRID=dict(LR_GRID)),
+    "small": dict(STEPS=500, BASE="small.toml", DEEP="deep.toml",
+                  RESULTS=HERE / "results-small", LRS_FILE=CONFIGS / "lrs-small.toml",
+                  LR_GRID={"adamw": (1e-3, 3e-3, 1e-2), "muon": (0.01, 0.02, 0.05),
+                           "soap": (1e-3, 3e-3, 1e-2), "adan": (1e-3, 3e-3, 1e-2),
+                           "lion": (1e-4, 3e-4, 1e-3), "mars": (1e-3, 3e-3, 1e-2)}),
 }
+
+
+def set_tier(name: str) -> None:
+    """Point the module's grids, base configs and folders at tier ``name``."""
+    if name not in TIERS:
+        raise ValueError(f"unknown tier {name!r}; choose from {', '.join(TIERS)}")
+    g = globals()
+    g.update(TIERS[name])
+    g["TIER"] = name
+    g["MITIGATIONS"] = _mitigations(TIERS[name]["STEPS"])
 BETAS = (0.8, 0.9, 0.95, 0.98)
 DEFAULT_BETA = {"muon": 0.95, "adamw": 0.9}
 BETA_KEY = {"muon": "optimizer.momentum", "adamw": "optimizer.beta1"}
@@ -99,7 +128,9 @@ class Cell:
         return f"Cell({self.name!r})"
 
 
-def _cell(name, opt, overrides, base="base.toml"):
+def _cell(name, opt, overrides, base=None):
+    if base is None or base == "deep.toml":
+        base = DEEP if base else BASE
     return Cell(name, base, opt, {"optimizer.name": opt, **overrides})
 
 
@@ -166,8 +197,9 @@ def result_path(results: Path, cell: str, seed: int) -> Path:
 
 
 # -- learning rates --------------------------------------------------------------------------
-def load_lrs(path: Path = LRS_FILE) -> dict[str, float]:
+def load_lrs(path: Path | None = None) -> dict[str, float]:
     """Per-optimizer peak lr chosen by the synchronous sweep (configs/lrs.toml)."""
+    path = LRS_FILE if path is None else path
     if not path.is_file():
         raise ValueError(f"{path} does not exist; run `python experiments/sweep.py --tables lr` "
                          "and then `--pick-lrs` first")
@@ -176,10 +208,12 @@ def load_lrs(path: Path = LRS_FILE) -> dict[str, float]:
     return {k: float(v) for k, v in read_toml(path)["lr"].items()}
 
 
-def pick_lrs(results: Path, path: Path = LRS_FILE) -> dict[str, float]:
+def pick_lrs(results: Path, path: Path | None = None) -> dict[str, float]:
     """lr* = argmin over the grid of the final validation loss of the synchronous seed-0 run
-    (diverged runs count as +inf); writes ``path``."""
-    best = {}
+    (diverged runs count as +inf); writes ``path`` with every optimizer whose grid is finished
+    (an optimizer with an unfinished grid is listed as such and gets no lr)."""
+    path = LRS_FILE if path is None else path
+    best, missing = {}, []
     lines = ["# Written by `python experiments/sweep.py --pick-lrs`: per optimizer, the lr of",
              "# the synchronous grid with the lowest final validation loss (seed 0).", "[lr]"]
     for o in OPTIMIZERS:
@@ -190,16 +224,20 @@ def pick_lrs(results: Path, path: Path = LRS_FILE) -> dict[str, float]:
                 v = json.loads(f.read_text())["final"].get("val_loss")
                 scored.append((v if v is not None and math.isfinite(v) else math.inf, lr))
         if len(scored) < len(LR_GRID[o]):
-            raise ValueError(f"the lr sweep of {o} is unfinished ({len(scored)} of "
-                             f"{len(LR_GRID[o])} runs); run --tables lr first")
+            missing.append(f"{o} ({len(scored)} of {len(LR_GRID[o])} runs)")
+            continue
         best[o] = min(scored)[1]
         lines.append(f"{o} = {best[o]!r}  # " + ", ".join(f"{lr:g}: {v:.4f}" for v, lr in scored))
-    path.write_text("\n".join(lines) + "\n")
+    if not best:
+        raise ValueError(f"no optimizer's lr sweep is finished ({', '.join(missing)}); run "
+                         "--tables lr first")
+    if missing:
+        lines.insert(2, "# lr sweep unfinished, no lr yet: " + ", ".join(missing))
+    write_text_atomic(path, "\n".join(lines) + "\n")
     return best
 
 
 # -- one run ---------------------------------------------------------------------------------
-_DATA_CACHE: dict = {}
 
 
 def build_config(cell: Cell, seed: int, run_dir: Path, lrs: dict | None, extra: dict):
@@ -210,6 +248,9 @@ def build_config(cell: Cell, seed: int, run_dir: Path, lrs: dict | None, extra: 
     if "optimizer.lr" not in over and "optimizer.lr" not in extra:
         if lrs is None:
             lrs = load_lrs()
+        if cell.opt not in lrs:
+            raise ValueError(f"{cell.name}: no lr for {cell.opt} in the lr file yet (its lr "
+                             "sweep is unfinished); run --tables lr and --pick-lrs first")
         over["optimizer.lr"] = repr(lrs[cell.opt])
     over.update({"run.seed": str(seed), "run.dir": str(run_dir), "run.overwrite": "true",
                  "run.name": f"{cell.name}-seed{seed}"})
@@ -221,74 +262,68 @@ def build_config(cell: Cell, seed: int, run_dir: Path, lrs: dict | None, extra: 
     return cfg, over
 
 
-def _drift_summary(dopts) -> dict:
-    """rho_t = ||u_t - u_{t-1}|| / ||u_t|| per step (all stages and groups together) and its
-    mean over the run (first applied step excluded: it has no predecessor)."""
-    per: dict[int, list[float]] = {}
-    seen_first = set()
-    for k, d in enumerate(dopts):
-        for s in d.stats:
-            key = (k, s["group"])
-            acc = per.setdefault(s["step"], [0.0, 0.0, 1.0])
-            acc[0] += s["drift_norm"] ** 2
-            acc[1] += s["update_norm"] ** 2
-            if key not in seen_first:
-                seen_first.add(key)
-                acc[2] = 0.0  # some group has no previous update here
-    steps = sorted(st for st, a in per.items() if a[2] and a[1] > 0)
-    rho = [math.sqrt(per[st][0] / per[st][1]) for st in steps]
-    half = rho[len(rho) // 2:]
-    return {"mean": sum(rho) / len(rho) if rho else None,
-            "mean_second_half": sum(half) / len(half) if half else None,
-            "steps": steps[::5], "rho": rho[::5]}
+def _drift(summary: dict, records: list[dict]) -> dict:
+    """The run's drift from asyncpp-train's ``--delay.track_updates`` outputs: ρ̄ (summary.json)
+    and every 5th logged per-step ratio (metrics.jsonl)."""
+    per = [(r["step"], r["drift_ratio"]) for r in records if "drift_ratio" in r]
+    return {"mean": summary.get("drift_ratio_mean"),
+            "mean_second_half": summary.get("drift_ratio_mean_second_half"),
+            "steps": [st for st, _ in per[::5]], "rho": [v for _, v in per[::5]]}
+
+
+def train_command(cell: Cell, over: dict[str, str]) -> list[str]:
+    """The ``asyncpp-train`` argument list of a run (what the JSON's ``command`` records)."""
+    base = cell.base if Path(cell.base).is_absolute() else str(CONFIGS / cell.base)
+    args = ["--config", base]
+    for k, v in over.items():
+        args += [f"--{k}", v]
+    return args + ["--delay.track_updates", "true", "--log.progress", "false",
+                   "--log.plot", "false", "--log.tensorboard", "off"]
 
 
 def run_cell(cell: Cell, seed: int, results: Path, lrs: dict | None = None,
              extra: dict | None = None) -> dict:
-    """Train one (cell, seed) and write its results JSON atomically; returns the record."""
+    """Train one (cell, seed) with ``asyncpp-train`` in a subprocess and write its results
+    JSON atomically; returns the record. A run stopped by a non-finite loss is recorded as
+    ``diverged``; any other failure raises (and writes nothing)."""
     import torch
-
-    from asyncpp.delay import DelayedOptimizer
-    from asyncpp.train import loop
-
-    created: list = []
-
-    class TrackedDelayedOptimizer(DelayedOptimizer):
-        def __init__(self, *a, **k):
-            k["track_updates"] = True
-            super().__init__(*a, **k)
-            created.append(self)
 
     run_dir = Path(tempfile.mkdtemp(prefix=f"asyncpp-{cell.name}-"))
     cfg, over = build_config(cell, seed, run_dir, lrs, extra or {})
-    key = json.dumps(cfg.data.__dict__, sort_keys=True, default=str) + str(cfg.model_config())
-    if key not in _DATA_CACHE:
-        _DATA_CACHE[key] = loop.prepare_run(cfg, resume=False)
-    data, _, device = _DATA_CACHE[key]
-    original = loop.DelayedOptimizer
-    loop.DelayedOptimizer = TrackedDelayedOptimizer
+    args = train_command(cell, over)
+    env = dict(os.environ, OMP_NUM_THREADS=str(cfg.run.threads or 1), PYTHONUNBUFFERED="1")
+    src = str(REPO / "src")
+    env["PYTHONPATH"] = src + os.pathsep + env.get("PYTHONPATH", "")
     t0 = time.time()
     load0 = os.getloadavg()[0]
-    status, error = "ok", None
-    try:
-        res = loop.train(cfg, prepared=(data, None, device))
-        final = {"val_loss": res.final_val_loss, "train_loss": res.final_train_loss,
-                 "tokens_per_s": res.tokens_per_s}
-    except loop.TrainingError as e:
-        status, error, final = "diverged", str(e), {"val_loss": None, "train_loss": None}
-    finally:
-        loop.DelayedOptimizer = original
+    proc = subprocess.run([sys.executable, "-m", "asyncpp.train.cli", *args], env=env,
+                          capture_output=True, text=True)
     wall = time.time() - t0
-    curves = {"step": [], "train_loss": [], "val_step": [], "val_loss": []}
+    status, error = "ok", None
+    if proc.returncode != 0:
+        if "non-finite" not in proc.stderr:
+            shutil.rmtree(run_dir, ignore_errors=True)
+            raise RuntimeError(f"{cell.name}-seed{seed}: asyncpp-train failed with exit "
+                               f"{proc.returncode}:\n{proc.stderr[-3000:]}")
+        status = "diverged"
+        error = next((ln for ln in proc.stderr.splitlines() if "non-finite" in ln), None)
+    records = []
     mfile = run_dir / "metrics.jsonl"
     if mfile.is_file():
-        for line in mfile.read_text().splitlines():
-            r = json.loads(line)
-            curves["step"].append(r["step"])
-            curves["train_loss"].append(r["train_loss"])
-            if "val_loss" in r:
-                curves["val_step"].append(r["step"])
-                curves["val_loss"].append(r["val_loss"])
+        records = [json.loads(line) for line in mfile.read_text().splitlines()]
+    summary = {}
+    if (run_dir / "summary.json").is_file():
+        summary = json.loads((run_dir / "summary.json").read_text())
+    if status == "ok":
+        final = {"val_loss": summary["final_val_loss"],
+                 "train_loss": summary["final_train_loss"],
+                 "tokens_per_s": summary["tokens_per_s"]}
+    else:
+        final = {"val_loss": None, "train_loss": None}
+    curves = {"step": [r["step"] for r in records],
+              "train_loss": [r["train_loss"] for r in records],
+              "val_step": [r["step"] for r in records if "val_loss" in r],
+              "val_loss": [r["val_loss"] for r in records if "val_loss" in r]}
     mc = cfg.model_config()
     final.update(wall_s=wall, params=mc.num_params(),
                  tokens=cfg.train.steps * cfg.train.batch_size * cfg.data.seq_len)
@@ -296,12 +331,13 @@ def run_cell(cell: Cell, seed: int, results: Path, lrs: dict | None = None,
         "cell": cell.name, "seed": seed, "status": status, "error": error,
         "base_config": cell.base, "overrides": over,
         "command": "asyncpp-train --config experiments/configs/" + cell.base + " " + " ".join(
-            f"--{k} {v}" for k, v in over.items() if k not in ("run.dir",)),
+            f"--{k} {v}" for k, v in over.items() if k != "run.dir")
+        + " --delay.track_updates true",
         "config": cfg.resolved().to_dict(), "final": final, "curves": curves,
-        "drift": _drift_summary(created),
+        "drift": _drift(summary, records),
         "machine": {"host": platform.node(), "cpu": platform.processor() or platform.machine(),
                     "cores": os.cpu_count(), "torch": torch.__version__,
-                    "threads": torch.get_num_threads(), "loadavg_start": load0,
+                    "threads": cfg.run.threads, "loadavg_start": load0,
                     "loadavg_end": os.getloadavg()[0], "python": platform.python_version()},
         "asyncpp_commit": _git_commit(), "finished_utc": time.strftime(
             "%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -313,12 +349,20 @@ def run_cell(cell: Cell, seed: int, results: Path, lrs: dict | None = None,
 
 def write_json_atomic(path: Path, obj) -> None:
     """Write ``obj`` as JSON to ``path`` via a temporary file in the same folder + rename."""
+    write_text_atomic(path, json.dumps(obj, indent=1) + "\n")
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` via a temporary file in the same folder + rename."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        json.dump(obj, f, indent=1)
-        f.write("\n")
-    os.replace(tmp, path)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
 
 
 def _git_commit() -> str | None:
@@ -382,11 +426,15 @@ def plan(tables: list[str], seeds: list[int] | None, only: list[str] | None):
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tier", default="tiny", choices=sorted(TIERS),
+                    help="tiny (base.toml, results/) or small (small.toml, results-small/)")
     ap.add_argument("--tables", default="lr", help="comma-separated: lr,1,2,3,4,5")
     ap.add_argument("--seeds", default=None, help="comma-separated seeds (default: per table)")
     ap.add_argument("--only", default=None, help="comma-separated cell names")
-    ap.add_argument("--results", default=str(RESULTS), help="results folder")
-    ap.add_argument("--lrs", default=str(LRS_FILE), help="lr file (from --pick-lrs)")
+    ap.add_argument("--optimizers", default=None,
+                    help="comma-separated: only cells of these optimizers")
+    ap.add_argument("--results", default=None, help="results folder (default: the tier's)")
+    ap.add_argument("--lrs", default=None, help="lr file (default: the tier's, from --pick-lrs)")
     ap.add_argument("--pick-lrs", action="store_true", help="write the lr file from the lr sweep")
     ap.add_argument("--list", action="store_true", help="list cells and their state, run nothing")
     ap.add_argument("--validate-only", action="store_true",
@@ -394,7 +442,9 @@ def main(argv=None) -> int:
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="extra override for every run (e.g. train.steps=2; smoke tests only)")
     args = ap.parse_args(argv)
-    results = Path(args.results)
+    set_tier(args.tier)
+    results = Path(args.results) if args.results else RESULTS
+    args.lrs = args.lrs or str(LRS_FILE)
     if args.pick_lrs:
         best = pick_lrs(results, Path(args.lrs))
         print("chosen lrs:", best)
@@ -404,6 +454,9 @@ def main(argv=None) -> int:
     only = args.only.split(",") if args.only else None
     extra = dict(kv.split("=", 1) for kv in args.set)
     todo = plan(tables, seeds, only)
+    if args.optimizers:
+        keep = set(args.optimizers.split(","))
+        todo = [(c, s) for c, s in todo if c.opt in keep]
     if args.list:
         for c, s in todo:
             state = "done" if result_path(results, c.name, s).is_file() else "todo"
@@ -425,6 +478,11 @@ def main(argv=None) -> int:
         out = result_path(results, c.name, s)
         if out.is_file():
             print(f"skip {c.name}-seed{s} (done)", flush=True)
+            continue
+        if (lrs is not None and c.opt not in lrs and "optimizer.lr" not in c.overrides
+                and "optimizer.lr" not in extra):
+            print(f"skip {c.name}-seed{s} (no lr for {c.opt} yet: finish its lr sweep and "
+                  "run --pick-lrs)", flush=True)
             continue
         lock = claim(results, c.name, s)
         if lock is None:

@@ -7,6 +7,8 @@ from .delayed_optimizer import (
     DelayedOptimizer,
     taylor_compensate,
 )
+from .drift import DriftMeter
 from .schedule import DelaySchedule
 
-__all__ = ["CORRECTIONS", "FORMULATIONS", "DelayedOptimizer", "DelaySchedule", "taylor_compensate"]
+__all__ = ["CORRECTIONS", "FORMULATIONS", "DelayedOptimizer", "DelaySchedule", "DriftMeter",
+           "taylor_compensate"]

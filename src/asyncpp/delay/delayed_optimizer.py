@@ -137,6 +137,9 @@ class DelayedOptimizer:
         # last_applied[g]: the previous applied update, kept only for the drift statistic.
         self.last_applied: list[list[Tensor | None] | None] = [None] * n
         self.stats: list[dict[str, float]] = []
+        # ids of parameters left out of the statistics (a pipeline's second copy of a tied
+        # weight: counting it on both stages would count its update twice).
+        self.stats_exclude: set[int] = set()
 
     # -- forwarding -----------------------------------------------------------------------
     @property
@@ -299,18 +302,32 @@ class DelayedOptimizer:
             return
         prev = self.last_applied[g]
         self.last_applied[g] = updates
-        sq_u = sum(float(u.double().pow(2).sum()) for u in updates if u is not None)
+        keep = [id(p) not in self.stats_exclude for p in self.optimizer.param_groups[g]["params"]]
+        sq_u = sum(float(u.double().pow(2).sum()) for u, k in zip(updates, keep)
+                   if u is not None and k)
         # Drift ‖u^{(t)} − u^{(t−1)}‖ with the EF convention u^{(−1)} = 0: the first applied
         # update's drift is its own norm.
         sq_d = sq_u if prev is None else 0.0
         if prev is not None:
-            for u, v in zip(updates, prev):
+            for u, v, k in zip(updates, prev, keep):
+                if not k:
+                    continue
                 if u is not None and v is not None:
                     sq_d += float((u.double() - v.double()).pow(2).sum())
                 elif u is not None:
                     sq_d += float(u.double().pow(2).sum())
         self.stats.append({"step": self.step_count, "group": g,
                            "update_norm": math.sqrt(sq_u), "drift_norm": math.sqrt(sq_d)})
+
+    def exclude_from_stats(self, params) -> None:
+        """Leave ``params`` out of the ``track_updates`` norms (the trajectory is unaffected)."""
+        self.stats_exclude.update(id(p) for p in params)
+
+    def pop_stats(self) -> list[dict[str, float]]:
+        """The ``track_updates`` records since the last call (oldest first), and forget them:
+        a long run that drains them every step keeps no growing list."""
+        out, self.stats = self.stats, []
+        return out
 
     def _clear_memory(self, groups) -> None:
         for g in groups:

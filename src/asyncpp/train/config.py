@@ -146,6 +146,9 @@ class DelaySection:
     sync_cooldown: int = opt(0, "last N steps synchronous", lo=0)
     formulation: str = opt("gradient", "gradient (what the pipeline realises) or update",
                            choices=("gradient", "update"))
+    track_updates: bool = opt(False, "log the update norm and drift ||u_n - u_(n-1)|| per step "
+                              "(metrics.jsonl) and their mean ratio (summary.json); costs one "
+                              "parameter-sized buffer")
 
 
 @dataclass(frozen=True)

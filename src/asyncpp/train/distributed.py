@@ -50,6 +50,7 @@ import torch.distributed as dist
 
 from ..data import BatchSampler, eval_batches
 from ..data.cache import atomic_write
+from ..delay import DriftMeter
 from ..models import build_model, pipeline_boundaries, split_stage
 from ..pipeline import PipelineExecutor, PipelineTopology, build_stage, init_distributed
 from . import checkpoint as ckpt_io
@@ -73,6 +74,23 @@ log = logging.getLogger(__name__)
 
 TIMEOUT_S = 600.0
 """Seconds any rank waits for a peer (message or collective) before failing with an error."""
+
+
+def _drift_fields(meter: DriftMeter, dopt, k: int, dp: int, step: int,
+                  device: torch.device) -> dict:
+    """The drift fields of one step: every rank applied ``k`` updates of its stage; one
+    all-reduce sums the squared norms over stages (and over the ``dp`` replicas, which hold the
+    same update, hence the division)."""
+    pairs = meter.collect([dopt])
+    buf = torch.zeros(k, 3, dtype=torch.float64, device=device)
+    for i, (u2, d2) in enumerate(pairs[:k]):
+        buf[i] = torch.tensor([u2, d2, 1.0], dtype=torch.float64)
+    dist.all_reduce(buf)
+    world = dist.get_world_size()
+    if len(pairs) != k or any(int(c) != world for c in buf[:, 2].tolist()):
+        raise TrainingError(f"update tracking at step {step}: expected {k} updates on each of "
+                            f"{world} ranks, this rank applied {len(pairs)}")
+    return meter.step_record([(u2 / dp, d2 / dp) for u2, d2, _ in buf.tolist()])
 
 
 def _shard_dir(run_dir: Path, step: int) -> Path:
@@ -289,11 +307,19 @@ def _run(cfg: Config, resume: bool, hooks: Hooks | None, device: torch.device) -
                           timeout=TIMEOUT_S, on_gradients=on_gradients,
                           config=resolved.to_dict())
     sampler = BatchSampler(data.train, B, seed=cfg.run.seed)
+    meter = None
+    if cfg.delay.track_updates:
+        meter = DriftMeter.for_optimizers([dopt], T * (m if per_microbatch else 1))
+        # The last stage's copy of a tied weight gets the same update as the first stage's.
+        named = dict(stage.named_parameters())
+        dopt.exclude_from_stats(named[n] for n in tied if n in named)
     start = 0
     if manifest is not None:
         start = int(manifest["step"])
         shard = ckpt_io.load_checkpoint(_shard_dir(run_dir, start) / f"rank-{rank:05d}.pt")
         ex.load_state_dict(shard["executor"])
+        if meter is not None:
+            meter.load_state_dict(shard["drift"])
         sampler.load_state_dict(shard["sampler"])
         ckpt_io.set_rng_state(shard["rng"])
         if rank == 0:
@@ -328,7 +354,8 @@ def _run(cfg: Config, resume: bool, hooks: Hooks | None, device: torch.device) -
             return
         shard = {"format": ckpt_io.FORMAT, "step": step, "rank": rank, "layout": layout,
                  "executor": ex.state_dict(), "sampler": sampler.state_dict(),
-                 "rng": ckpt_io.rng_state()}
+                 "rng": ckpt_io.rng_state(),
+                 **({"drift": meter.state_dict()} if meter is not None else {})}
         atomic_write(_shard_dir(run_dir, step) / f"rank-{rank:05d}.pt",
                      lambda f: torch.save(shard, f))
         dist.barrier()  # every shard is on disk before the manifest commits the checkpoint
@@ -382,6 +409,9 @@ def _run(cfg: Config, resume: bool, hooks: Hooks | None, device: torch.device) -
                 raise TrainingError(f"non-finite {what} at step {step + 1} (loss {loss}, grad "
                                     f"norm {gnorm}){where}; lower optimizer.lr")
             record.update(train_loss=loss, grad_norm=gnorm)
+            if meter is not None:
+                record.update(_drift_fields(meter, dopt, m if per_microbatch else 1, dp,
+                                            step + 1, device))
             record.update(step_timing(t0, tokens_per_step, device))
             tok_time += record["step_time_s"]
             tok_count += tokens_per_step
@@ -424,7 +454,7 @@ def _run(cfg: Config, resume: bool, hooks: Hooks | None, device: torch.device) -
         summary = {"steps": step, "final_train_loss": result.final_train_loss,
                    "final_val_loss": result.final_val_loss, "tokens_per_s": result.tokens_per_s,
                    "wall_s": result.wall_s, "params": mc.num_params(), "world_size": world,
-                   "stages": P, "dp": dp}
+                   "stages": P, "dp": dp, **(meter.summary() if meter is not None else {})}
         (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
         if cfg.log.plot:
             with contextlib.suppress(ImportError):

@@ -49,7 +49,7 @@ import torch
 import torch.nn.functional as F
 
 from ..data import BatchSampler, DataBundle, eval_batches, load_data
-from ..delay import DelayedOptimizer
+from ..delay import DelayedOptimizer, DriftMeter
 from ..models import Transformer, build_model, stage_named_parameters
 from ..optim import build_optimizer
 from . import checkpoint as ckpt_io
@@ -110,7 +110,7 @@ def build_stage_optimizer(cfg: Config, named_params, stage: int,
     return DelayedOptimizer(opt, delay=cfg.stage_delays()[stage], correction=d.correction,
                             taylor_lambda=d.taylor_lambda, sync_start=d.sync_start,
                             sync_cooldown=d.sync_cooldown, total_steps=cfg.train.steps,
-                            formulation=d.formulation)
+                            formulation=d.formulation, track_updates=d.track_updates)
 
 
 def lr_factor(step: int, total: int, warmup_frac: float, min_ratio: float) -> float:
@@ -316,17 +316,22 @@ def train(cfg: Config, *, resume: bool = False, hooks: Hooks | None = None,
     stage_params = [[p for _, p in named] for named in stage_named]
     dopts = [build_stage_optimizer(cfg, named, s, device) for s, named in enumerate(stage_named)]
     sampler = BatchSampler(data.train, cfg.train.batch_size, seed=cfg.run.seed)
+    per_microbatch = cfg.pipeline.schedule == "pipedream"
+    # One update per step (PipeDream: one per microbatch), so T·k updates in all.
+    meter = DriftMeter.for_optimizers(dopts, cfg.train.steps * (m if per_microbatch else 1)) \
+        if cfg.delay.track_updates else None
     start = 0
     if ckpt is not None:
         model.load_state_dict(ckpt["model"])
         for d, state in zip(dopts, ckpt["optimizers"]):
             d.load_state_dict(_to_device(state, device))
+        if meter is not None:
+            meter.load_state_dict(ckpt["drift"])
         sampler.load_state_dict(ckpt["sampler"])
         ckpt_io.set_rng_state(ckpt["rng"])
         start = int(ckpt["step"])
         truncate_metrics(run_dir, start)
         hooks.on_message(f"resumed from step {start}")
-    per_microbatch = cfg.pipeline.schedule == "pipedream"
     fwd = torch.compile(model) if cfg.run.compile else model
     use_tb = cfg.log.tensorboard == "on" or (cfg.log.tensorboard == "auto"
                                              and tensorboard_available())
@@ -352,7 +357,9 @@ def train(cfg: Config, *, resume: bool = False, hooks: Hooks | None = None,
         ckpt_io.save_checkpoint(run_dir, {
             "step": step, "config": resolved.to_dict(), "model": model.state_dict(),
             "optimizers": [d.state_dict() for d in dopts], "sampler": sampler.state_dict(),
-            "rng": ckpt_io.rng_state()}, keep=cfg.train.keep_checkpoints)
+            "rng": ckpt_io.rng_state(),
+            **({"drift": meter.state_dict()} if meter is not None else {})},
+            keep=cfg.train.keep_checkpoints)
         last_ckpt_step = step
 
     model.train()
@@ -436,6 +443,8 @@ def train(cfg: Config, *, resume: bool = False, hooks: Hooks | None = None,
                     record["val_loss"] = evaluate(fwd, data.val, cfg.train.batch_size,
                                                   cfg.train.eval_batches, device, autocast)
                     result.final_val_loss = record["val_loss"]
+            if meter is not None:
+                record.update(meter.step_record(meter.collect(dopts)))
             if last or step % cfg.train.log_every == 0 or "val_loss" in record:
                 metrics.write(record)
             hooks.on_step(record)
@@ -448,17 +457,18 @@ def train(cfg: Config, *, resume: bool = False, hooks: Hooks | None = None,
     result.wall_s = time.perf_counter() - t_wall
     result.tokens_per_s = tok_count / tok_time if tok_time else None
     if result.finished and step > start:
-        _finish(cfg, model, data, result)
+        _finish(cfg, model, data, result, meter.summary() if meter is not None else {})
     elif result.finished:
         hooks.on_message(f"the run is already complete ({T} steps); nothing to do")
     return result
 
 
-def _finish(cfg: Config, model: Transformer, data: DataBundle, result: RunResult) -> None:
+def _finish(cfg: Config, model: Transformer, data: DataBundle, result: RunResult,
+            extra: dict) -> None:
     run_dir = result.run_dir
     summary = {"steps": result.steps_done, "final_train_loss": result.final_train_loss,
                "final_val_loss": result.final_val_loss, "tokens_per_s": result.tokens_per_s,
-               "wall_s": result.wall_s, "params": model.num_params()}
+               "wall_s": result.wall_s, "params": model.num_params(), **extra}
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     if cfg.train.export:
         from ..models.export import export_hf
