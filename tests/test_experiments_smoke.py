@@ -98,3 +98,33 @@ def test_gpu_runbook_dry_run():
         pytest.fail(f"dry run failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
     assert "dry run ok: 6 of 6" in proc.stdout
     assert proc.stdout.count("134.5M params, 4,096,000 tokens") == 6
+
+
+def test_sweep_runs_asyncpp_train_and_reuses_an_identical_run(tmp_path, capsys):
+    """One real 3-step run through the asyncpp-train subprocess (with --delay.track_updates),
+    then a cell of another table with the same training configuration is recorded from it."""
+    results = tmp_path / "results"
+    small = ["--set", "train.steps=3", "--set", "train.eval_every=0", "--set",
+             "train.eval_batches=1", "--set", "data.max_documents=40", "--set",
+             "data.seq_len=16", "--set", "train.batch_size=4"]
+    assert sweep.main(["--tables", "1", "--only", "muon-ef", "--seeds", "0",
+                       "--results", str(results), *small]) == 0
+    rec = report.load_results(results)["muon-ef"][0]
+    assert rec["status"] == "ok" and rec["final"]["val_loss"] > 0
+    assert rec["command"].startswith("asyncpp-train --config experiments/configs/base.toml")
+    assert "--delay.track_updates true" in rec["command"]
+    assert rec["config"]["delay"]["track_updates"] is True
+    assert rec["curves"]["step"] == [1, 2, 3]
+    assert 0.0 < rec["drift"]["mean"] < 3.0  # 2BW: updates 1 and 2 have a predecessor
+    capsys.readouterr()
+    # The lr-sweep cell of Muon at its chosen lr trains exactly what muon-sync does.
+    assert sweep.main(["--tables", "1", "--only", "muon-sync", "--seeds", "0",
+                       "--results", str(results), *small]) == 0
+    assert sweep.main(["--tables", "lr", "--only", f"lr-muon-{sweep.load_lrs()['muon']:g}",
+                       "--results", str(results), *small]) == 0
+    out = capsys.readouterr().out
+    assert "reuse lr-muon-" in out and "identical to muon-sync-seed0.json" in out
+    R = report.load_results(results)
+    lr_cell = R[f"lr-muon-{sweep.load_lrs()['muon']:g}"][0]
+    assert lr_cell["reused_from"] == "muon-sync-seed0.json"
+    assert lr_cell["final"] == R["muon-sync"][0]["final"]

@@ -214,7 +214,10 @@ def test_non_finite_loss_stops_or_skips(tmp_path, cache, monkeypatch):
     dict(model={"name": "tiny", "n_layers": 3, "tie_embeddings": False},
          pipeline={"schedule": "pipedream", "stages": 3, "microbatches": 2},
          delay={"correction": "taylor"}, optimizer={"weight_decay": 0.1}),
-], ids=["muon-2bw-ef", "adamw-pipedream3-taylor"])
+    dict(optimizer={"name": "muon", "lr": 0.02},
+         pipeline={"schedule": "2bw", "stages": 2, "microbatches": 2},
+         delay={"correction": "ef", "track_updates": True}),
+], ids=["muon-2bw-ef", "adamw-pipedream3-taylor", "muon-2bw-ef-tracked"])
 def test_resume_gives_a_bit_identical_loss_sequence(tmp_path, cache, sections):
     train = {"steps": 10, "eval_every": 3, "checkpoint_every": 5}
     full = make_cfg(tmp_path / "full", cache, train=train, **sections)
@@ -227,8 +230,14 @@ def test_resume_gives_a_bit_identical_loss_sequence(tmp_path, cache, sections):
     rest = make_cfg(tmp_path / "part", cache, train=train, **sections)
     assert loop.train(rest, resume=True).finished
     a, b = read_metrics(full.run_dir), read_metrics(part.run_dir)
-    for key in ("train_loss", "grad_norm", "val_loss", "lr"):
+    for key in ("train_loss", "grad_norm", "val_loss", "lr", "update_norm", "drift_norm",
+                "drift_ratio"):
         assert [r.get(key) for r in a] == [r.get(key) for r in b], key
+    tracked = sections.get("delay", {}).get("track_updates", False)
+    summaries = [json.loads((c.run_dir / "summary.json").read_text()) for c in (full, part)]
+    for key in ("drift_ratio_mean", "drift_ratio_mean_second_half", "drift_updates"):
+        assert (key in summaries[0]) == tracked
+        assert summaries[0].get(key) == summaries[1].get(key), key
     sa = torch.load(ckpt_io.list_checkpoints(full.run_dir)[-1][1], weights_only=True)["model"]
     sb = torch.load(ckpt_io.list_checkpoints(part.run_dir)[-1][1], weights_only=True)["model"]
     assert all(torch.equal(sa[k], sb[k]) for k in sa)
@@ -288,3 +297,51 @@ def test_bf16_autocast_tensorboard_switch_and_finished_resume(tmp_path, cache):
         with pytest.raises(loop.ConfigError, match="tensorboard is not installed"):
             loop.prepare_run(tb, resume=False)
         assert not tb.run_dir.exists()
+
+
+def test_track_updates_logs_the_applied_updates_without_changing_them(tmp_path, cache):
+    """--delay.track_updates: the logged ‖u‖ and drift ratio equal those of the weight changes
+    read back from per-step checkpoints (no correction: x_t − x_{t+1} is the applied update),
+    and the run's losses equal the untracked run's."""
+    T = 7
+    sections = dict(optimizer={"name": "muon", "lr": 0.02, "weight_decay": 0.1},
+                    pipeline={"schedule": "2bw", "stages": 2, "microbatches": 2},
+                    train={"steps": T, "eval_every": 3, "checkpoint_every": 1,
+                           "keep_checkpoints": T})
+    plain = make_cfg(tmp_path / "plain", cache, **sections)
+    tracked = make_cfg(tmp_path / "tracked", cache, delay={"track_updates": True}, **sections)
+    loop.train(plain)
+    loop.train(tracked)
+    for key in ("train_loss", "val_loss", "grad_norm"):
+        assert losses(plain.run_dir, key) == losses(tracked.run_dir, key), key
+    assert "drift_ratio_mean" not in json.loads((plain.run_dir / "summary.json").read_text())
+
+    def flat(step):
+        sd = ckpt_io.load_checkpoint(ckpt_io.checkpoint_dir(tracked.run_dir)
+                                     / f"step-{step:08d}.pt")["model"]
+        keys = [k for k in sorted(sd) if sd[k].is_floating_point()
+                and not (k == "output.weight" and torch.equal(sd[k], sd["tok_embeddings.weight"]))]
+        return torch.cat([sd[k].double().reshape(-1) for k in keys])
+
+    xs = {t: flat(t) for t in range(1, T + 1)}
+    # 2BW in one process: step 1 fills the queue, step t applies u⁽ᵗ⁻²⁾, the last step also
+    # flushes u⁽ᵀ⁻¹⁾, so steps 2 … T−1 each hold exactly one update.
+    u = {t - 2: xs[t - 1] - xs[t] for t in range(2, T)}
+    rec = {r["step"]: r for r in read_metrics(tracked.run_dir)}
+    assert "update_norm" not in rec[1]
+    rhos = []
+    for n in range(T - 2):
+        r = rec[n + 2]
+        assert r["update_norm"] == pytest.approx(float(u[n].norm()), rel=1e-5)
+        if n == 0:
+            assert "drift_ratio" not in r
+            continue
+        rho = float((u[n] - u[n - 1]).norm() / u[n].norm())
+        assert r["drift_ratio"] == pytest.approx(rho, rel=1e-4)
+        rhos.append(rho)
+    summary = json.loads((tracked.run_dir / "summary.json").read_text())
+    assert summary["drift_updates"] == T
+    # the last step's record averages its two updates (T−2 and the flushed T−1)
+    expect = (sum(rhos) + 2 * rec[T]["drift_ratio"]) / (T - 1)
+    assert summary["drift_ratio_mean"] == pytest.approx(expect, rel=1e-4)
+    assert 0.0 < summary["drift_ratio_mean_second_half"] < 3.0

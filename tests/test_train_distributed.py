@@ -29,7 +29,8 @@ ARGS = ["--model.name", "tiny", "--data.max_documents", "60", "--data.seq_len", 
         "--train.steps", "6", "--train.batch_size", "4", "--train.eval_every", "3",
         "--train.eval_batches", "1", "--train.checkpoint_every", "3",
         "--optimizer.name", "muon", "--optimizer.lr", "0.02", "--optimizer.adamw_lr", "0.006",
-        "--delay.correction", "ef", "--pipeline.schedule", "2bw", "--pipeline.stages", "2",
+        "--delay.correction", "ef", "--delay.track_updates", "true",
+        "--pipeline.schedule", "2bw", "--pipeline.stages", "2",
         "--pipeline.microbatches", "2", "--run.threads", "1", "--log.progress", "false",
         "--log.plot", "false", "--log.tensorboard", "off"]
 
@@ -104,6 +105,17 @@ def test_two_ranks_equal_the_simulation(runs):
     assert records(root / "dist")[-1]["train_loss"] < records(root / "dist")[0]["train_loss"]
     summary = json.loads((root / "dist" / "summary.json").read_text())
     assert summary["steps"] == 6 and summary["stages"] == 2
+    # --delay.track_updates: the executor applies the same update sequence as the simulation
+    # (one step earlier: the simulation's first step only fills the delay queue), so the drift
+    # statistics agree, the tied embedding/head counted once.
+    ref = json.loads((root / "sim" / "summary.json").read_text())
+    assert summary["drift_updates"] == ref["drift_updates"] == 6
+    for key in ("drift_ratio_mean", "drift_ratio_mean_second_half"):
+        assert summary[key] == pytest.approx(ref[key], rel=1e-5), key
+    norms_sim = [r["update_norm"] for r in sim if "update_norm" in r]
+    norms_dist = [r["update_norm"] for r in dist if "update_norm" in r]
+    assert len(norms_dist) == 6 and len(norms_sim) == 5
+    assert norms_dist[:4] == pytest.approx(norms_sim[:4], rel=1e-5)
 
 
 @pytest.mark.multiprocess
@@ -134,8 +146,10 @@ def test_resume_continues_bit_identically(runs):
     full, resumed = records(root / "dist"), records(root / "resumed")
     assert [r["step"] for r in resumed] == [1, 2, 3, 4, 5, 6]
     for a, b in zip(full, resumed, strict=True):
-        for key in ("train_loss", "val_loss", "grad_norm", "lr"):
+        for key in ("train_loss", "val_loss", "grad_norm", "lr", "update_norm", "drift_ratio"):
             assert a.get(key) == b.get(key), (key, a, b)
+    summaries = [json.loads((root / r / "summary.json").read_text()) for r in ("dist", "resumed")]
+    assert summaries[0]["drift_ratio_mean"] == summaries[1]["drift_ratio_mean"]
 
 
 def _cfg(**sections):
