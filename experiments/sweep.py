@@ -79,6 +79,18 @@ def _mitigations(steps: int) -> dict[str, dict[str, str]]:
     }
 
 
+BETAS = (0.8, 0.9, 0.95, 0.98)
+DEFAULT_BETA = {"muon": 0.95, "adamw": 0.9}
+BETA_KEY = {"muon": "optimizer.momentum", "adamw": "optimizer.beta1"}
+DEPTHS = (2, 4, 8, 16)
+DEPTH_OPT = "muon"
+BATCHES = (8, 16, 32)
+BATCH_OPT = "adamw"
+SEEDS = {"gpu": (0,), "lr": (0,), "7": (0,), "1": (0, 1, 2), "3": (0, 1, 2), "2": (0, 1), "4": (0,),
+         "5": (0, 1)}
+# Run after every table's SEEDS (more seeds where time allows).
+EXTRA_SEEDS = {"7": (1,), "2": (2,), "4": (1, 2), "5": (2,)}
+TABLE_ORDER = ("lr", "1", "3", "2", "4", "5", "7")
 MITIGATIONS = _mitigations(STEPS)
 BASE, DEEP = "base.toml", "deep.toml"
 TIER = "tiny"
@@ -86,8 +98,10 @@ TIER = "tiny"
 # per run. Its own results folder and lr file; the tiny tier's files are untouched.
 TIERS = {
     "tiny": dict(STEPS=300, BASE="base.toml", DEEP="deep.toml", RESULTS=HERE / "results",
-                 LRS_FILE=CONFIGS / "lrs.toml", LR_GRID=dict(LR_GRID)),
+                 LRS_FILE=CONFIGS / "lrs.toml", LR_GRID=dict(LR_GRID), TABLE_ORDER=TABLE_ORDER),
+    # No depth table (4) or lower-lr table (7) in this tier yet: the deep model is its own shape.
     "small": dict(STEPS=500, BASE="small.toml", DEEP="deep.toml",
+                  TABLE_ORDER=("lr", "1", "3", "2", "5"),
                   RESULTS=HERE / "results-small", LRS_FILE=CONFIGS / "lrs-small.toml",
                   LR_GRID={"adamw": (1e-3, 3e-3, 1e-2), "muon": (0.01, 0.02, 0.05),
                            "soap": (1e-3, 3e-3, 1e-2), "adan": (1e-3, 3e-3, 1e-2),
@@ -103,18 +117,6 @@ def set_tier(name: str) -> None:
     g.update(TIERS[name])
     g["TIER"] = name
     g["MITIGATIONS"] = _mitigations(TIERS[name]["STEPS"])
-BETAS = (0.8, 0.9, 0.95, 0.98)
-DEFAULT_BETA = {"muon": 0.95, "adamw": 0.9}
-BETA_KEY = {"muon": "optimizer.momentum", "adamw": "optimizer.beta1"}
-DEPTHS = (2, 4, 8, 16)
-DEPTH_OPT = "muon"
-BATCHES = (8, 16, 32)
-BATCH_OPT = "adamw"
-SEEDS = {"gpu": (0,), "lr": (0,), "7": (0,), "1": (0, 1, 2), "3": (0, 1, 2), "2": (0, 1), "4": (0,),
-         "5": (0, 1)}
-# Run after every table's SEEDS (more seeds where time allows).
-EXTRA_SEEDS = {"7": (1,), "2": (2,), "4": (1, 2), "5": (2,)}
-TABLE_ORDER = ("lr", "1", "3", "2", "4", "5", "7")
 
 
 class Cell:

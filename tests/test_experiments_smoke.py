@@ -32,6 +32,14 @@ def _write(results: Path, rec: dict) -> None:
     sweep.write_json_atomic(sweep.result_path(results, rec["cell"], rec["seed"]), rec)
 
 
+@pytest.fixture(autouse=True)
+def tiny_tier():
+    """sweep's tier is module state: every test starts and ends on the tiny tier."""
+    sweep.set_tier("tiny")
+    yield
+    sweep.set_tier("tiny")
+
+
 def test_report_from_synthetic_results(tmp_path):
     results = tmp_path / "results"
     for k, o in enumerate(("adamw", "muon", "lion")):
@@ -128,3 +136,36 @@ def test_sweep_runs_asyncpp_train_and_reuses_an_identical_run(tmp_path, capsys):
     lr_cell = R[f"lr-muon-{sweep.load_lrs()['muon']:g}"][0]
     assert lr_cell["reused_from"] == "muon-sync-seed0.json"
     assert lr_cell["final"] == R["muon-sync"][0]["final"]
+
+
+def test_small_tier_has_its_own_files_and_tables(tmp_path, capsys):
+    results = tmp_path / "results-small"
+    for s in (0, 1):
+        _write(results, _record("muon-sync", s, 3.0 + s / 100))
+        _write(results, _record("muon-async", s, 3.2))
+        _write(results, _record("muon-ef", s, 3.1))
+    for lr, v in ((0.01, 3.3), (0.02, 3.0), (0.05, 3.4)):
+        _write(results, _record(f"lr-muon-{lr:g}", 0, v))
+    _write(results, _record("lr-adamw-0.001", 0, 3.5))  # AdamW's grid unfinished
+    lrs = tmp_path / "lrs-small.toml"
+    assert sweep.main(["--tier", "small", "--pick-lrs", "--results", str(results),
+                       "--lrs", str(lrs)]) == 0
+    text = lrs.read_text()
+    assert "muon = 0.02" in text and "adamw =" not in text
+    assert "unfinished, no lr yet: adamw (1 of 3 runs)" in text
+    assert sweep.load_lrs(lrs) == {"muon": 0.02}
+    capsys.readouterr()
+    # cells of AdamW are skipped (no lr yet) instead of failing the sweep
+    assert sweep.main(["--tier", "small", "--tables", "1", "--only", "adamw-sync", "--seeds",
+                       "0", "--results", str(results), "--lrs", str(lrs)]) == 0
+    assert "skip adamw-sync-seed0 (no lr for adamw yet" in capsys.readouterr().out
+    assert report.main(["--tier", "small", "--results", str(results),
+                        "--out", str(tmp_path / "out")]) == 0
+    md = (tmp_path / "out" / "tables.md").read_text()
+    assert md.startswith("# Tables of the CPU reproduction, `small` tier")
+    assert "experiments/results-small/*.json" in md
+    assert "## Table 4" not in md and "## Table 7" not in md
+    assert "| Muon | 2 | " in md  # flatness row of the two synchronous Muon runs
+    cells = sweep.table_cells("1")
+    assert {c.base for c in cells} == {"small.toml"}
+    assert sweep.MITIGATIONS["cooldown"]["delay.sync_cooldown"] == "50"  # 10 % of 500 steps
