@@ -179,8 +179,8 @@ def table_flatness(R) -> str:
     """How flat the synchronous validation curve is at the end: the drop over the last fifth
     of the steps and over the last evaluation interval, next to the drop over the whole run."""
     lines = ["| optimizer | runs | val loss at 80 % of steps | final | drop over the last 20 % | "
-             "drop over the last interval | drop over the run |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]
+             "drop over the last interval | drop over the run | 2× steps (seed 0) |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     any_row = False
     for o in sweep.OPTIMIZERS:
         recs = [r for r in R.get(f"{o}-sync", {}).values() if r.get("status") == "ok"
@@ -194,9 +194,13 @@ def table_flatness(R) -> str:
         fin = [r["curves"]["val_loss"][-1] for r in recs]
         last = [r["curves"]["val_loss"][-2] - r["curves"]["val_loss"][-1] for r in recs]
         run = [r["curves"]["val_loss"][0] - r["curves"]["val_loss"][-1] for r in recs]
+        long = vals(R, f"{o}-sync-long").get(0)
+        short = vals(R, f"{o}-sync").get(0)
+        twice = "—" if long is None or short is None else (
+            f"{long:.3f} ({long - short:+.3f} vs {short:.3f})")
         lines.append(f"| {LABEL[o]} | {len(recs)} | {fmt(v80)} | {fmt(fin)} | "
                      f"{fmt([a - b for a, b in zip(v80, fin)])} | {fmt(last)} | "
-                     f"{fmt(run)} (from step {steps[0]}) |")
+                     f"{fmt(run)} (from step {steps[0]}) | {twice} |")
     return "\n".join(lines) if any_row else "—"
 
 

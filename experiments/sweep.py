@@ -86,8 +86,8 @@ DEPTHS = (2, 4, 8, 16)
 DEPTH_OPT = "muon"
 BATCHES = (8, 16, 32)
 BATCH_OPT = "adamw"
-SEEDS = {"gpu": (0,), "lr": (0,), "7": (0,), "1": (0, 1, 2), "3": (0, 1, 2), "2": (0, 1), "4": (0,),
-         "5": (0, 1)}
+SEEDS = {"gpu": (0,), "lr": (0,), "flat": (0,), "7": (0,), "1": (0, 1, 2), "3": (0, 1, 2),
+         "2": (0, 1), "4": (0,), "5": (0, 1)}
 # Run after every table's SEEDS (more seeds where time allows).
 EXTRA_SEEDS = {"7": (1,), "2": (2,), "4": (1, 2), "5": (2,)}
 TABLE_ORDER = ("lr", "1", "3", "2", "4", "5", "7")
@@ -101,7 +101,7 @@ TIERS = {
                  LRS_FILE=CONFIGS / "lrs.toml", LR_GRID=dict(LR_GRID), TABLE_ORDER=TABLE_ORDER),
     # No depth table (4) or lower-lr table (7) in this tier yet: the deep model is its own shape.
     "small": dict(STEPS=500, BASE="small.toml", DEEP="deep.toml",
-                  TABLE_ORDER=("lr", "1", "3", "2", "5"),
+                  TABLE_ORDER=("lr", "1", "flat", "3", "2", "5"),
                   RESULTS=HERE / "results-small", LRS_FILE=CONFIGS / "lrs-small.toml",
                   LR_GRID={"adamw": (1e-3, 3e-3, 1e-2), "muon": (0.01, 0.02, 0.05),
                            "soap": (1e-3, 3e-3, 1e-2), "adan": (1e-3, 3e-3, 1e-2),
@@ -137,7 +137,7 @@ def _cell(name, opt, overrides, base=None):
 
 
 def table_cells(table: str) -> list[Cell]:
-    """The cells of one table, in run order (table ids: lr, 1, 2, 3, 4, 5, 7, gpu)."""
+    """The cells of one table, in run order (table ids: lr, 1, 2, 3, 4, 5, 7, flat, gpu)."""
     if table == "lr":
         return [_cell(f"lr-{o}-{lr:g}", o, {**MODES["sync"], "optimizer.lr": repr(lr)})
                 for o in OPTIMIZERS for lr in LR_GRID[o]]
@@ -186,6 +186,10 @@ def table_cells(table: str) -> list[Cell]:
             for m in MODES:
                 out.append(_cell(f"{o}-{m}-lr{lr:g}", o, {**MODES[m], "optimizer.lr": repr(lr)}))
         return out
+    if table == "flat":
+        # Is the run long enough? The synchronous run at twice the steps (same schedule shape).
+        return [_cell(f"{o}-sync-long", o, {**MODES["sync"], "train.steps": str(2 * STEPS)})
+                for o in ("adamw", "muon")]
     if table == "gpu":
         lr = {"adamw": {"optimizer.lr": "0.002"},
               "muon": {"optimizer.lr": "0.02", "optimizer.adamw_lr": "0.002"}}

@@ -169,3 +169,4 @@ def test_small_tier_has_its_own_files_and_tables(tmp_path, capsys):
     cells = sweep.table_cells("1")
     assert {c.base for c in cells} == {"small.toml"}
     assert sweep.MITIGATIONS["cooldown"]["delay.sync_cooldown"] == "50"  # 10 % of 500 steps
+    assert [c.overrides["train.steps"] for c in sweep.table_cells("flat")] == ["1000", "1000"]
