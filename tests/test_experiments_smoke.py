@@ -144,7 +144,7 @@ def test_small_tier_has_its_own_files_and_tables(tmp_path, capsys):
         _write(results, _record("muon-sync", s, 3.0 + s / 100))
         _write(results, _record("muon-async", s, 3.2))
         _write(results, _record("muon-ef", s, 3.1))
-    for lr, v in ((0.01, 3.3), (0.02, 3.0), (0.05, 3.4)):
+    for lr, v in ((0.005, 3.5), (0.01, 3.3), (0.02, 3.0), (0.05, 3.4)):
         _write(results, _record(f"lr-muon-{lr:g}", 0, v))
     _write(results, _record("lr-adamw-0.001", 0, 3.5))  # AdamW's grid unfinished
     lrs = tmp_path / "lrs-small.toml"
