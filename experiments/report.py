@@ -414,7 +414,8 @@ def figures(R, out: Path, pts) -> list[Path]:
     plt.close(fig)
 
     fig, ax = plt.subplots(figsize=(5, 4))
-    for sched, lab in (("2bw", "PipeDream-2BW"), ("pipedream", "PipeDream")):
+    for sched, lab in ((("2bw", "PipeDream-2BW"), ("pipedream", "PipeDream"))
+                       if "4" in sweep.TABLE_ORDER else ()):
         xs, ys = [], []
         for P in sweep.DEPTHS:
             g = gap(R, "deep-sync", f"deep-{sched}-P{P}")
@@ -429,8 +430,9 @@ def figures(R, out: Path, pts) -> list[Path]:
     if ax.get_legend_handles_labels()[0]:
         ax.legend()
     fig.tight_layout()
-    made.append(out / "table4_depth.png")
-    fig.savefig(made[-1], dpi=90)
+    if "4" in sweep.TABLE_ORDER:
+        made.append(out / "table4_depth.png")
+        fig.savefig(made[-1], dpi=90)
     plt.close(fig)
 
     fig, ax = plt.subplots(figsize=(5, 4))
