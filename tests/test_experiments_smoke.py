@@ -146,6 +146,7 @@ def test_small_tier_has_its_own_files_and_tables(tmp_path, capsys):
         _write(results, _record("muon-ef", s, 3.1))
     for lr, v in ((0.005, 3.5), (0.01, 3.3), (0.02, 3.0), (0.05, 3.4)):
         _write(results, _record(f"lr-muon-{lr:g}", 0, v))
+    _write(results, _record("muon-sync-long", 0, 2.9))  # table "flat": twice the steps
     _write(results, _record("lr-adamw-0.001", 0, 3.5))  # AdamW's grid unfinished
     lrs = tmp_path / "lrs-small.toml"
     assert sweep.main(["--tier", "small", "--pick-lrs", "--results", str(results),
@@ -165,7 +166,9 @@ def test_small_tier_has_its_own_files_and_tables(tmp_path, capsys):
     assert md.startswith("# Tables of the CPU reproduction, `small` tier")
     assert "experiments/results-small/*.json" in md
     assert "## Table 4" not in md and "## Table 7" not in md
-    assert "| Muon | 2 | " in md  # flatness row of the two synchronous Muon runs
+    # flatness row of the two synchronous Muon runs, with the 2×-steps run against seed 0
+    row = next(line for line in md.splitlines() if line.startswith("| Muon | 2 | "))
+    assert row.endswith("| 2.900 (-0.100 vs 3.000) |")
     cells = sweep.table_cells("1")
     assert {c.base for c in cells} == {"small.toml"}
     assert sweep.MITIGATIONS["cooldown"]["delay.sync_cooldown"] == "50"  # 10 % of 500 steps
