@@ -175,3 +175,24 @@ def test_layout_checks_before_any_process_group():
         check_layout(_cfg(train={"on_nonfinite": "skip"}), 2)
     with pytest.raises(ConfigError, match="run.compile is not supported under torchrun"):
         check_layout(_cfg(run={"compile": True}), 2)
+
+
+@pytest.mark.multiprocess
+def test_data_parallel_replicas_count_the_update_once(runs, tmp_path):
+    """DP = 2 × PP = 2 (4 ranks): the replicas' equal updates are divided out of the drift, so
+    it equals the single-process simulation's, as do the losses."""
+    root = runs["root"]
+    out = launch([*ARGS, "--run.dir", str(tmp_path / "dp")], 4, tmp_path / "logs",
+                 root / "cache")
+    for r, (rc, text) in enumerate(out):
+        assert rc == 0, f"rank {r} failed:\n{text[-3000:]}"
+    sim, dp = records(root / "sim"), records(tmp_path / "dp")
+    for a, b in zip(sim, dp, strict=True):
+        assert abs(a["train_loss"] - b["train_loss"]) <= TOL * max(1.0, abs(a["train_loss"]))
+    ref = json.loads((root / "sim" / "summary.json").read_text())
+    got = json.loads((tmp_path / "dp" / "summary.json").read_text())
+    assert got["dp"] == 2 and got["drift_updates"] == ref["drift_updates"]
+    assert got["drift_ratio_mean"] == pytest.approx(ref["drift_ratio_mean"], rel=1e-5)
+    norms_sim = [r["update_norm"] for r in sim if "update_norm" in r]
+    norms_dp = [r["update_norm"] for r in dp if "update_norm" in r]
+    assert norms_dp[:4] == pytest.approx(norms_sim[:4], rel=1e-5)
