@@ -227,6 +227,12 @@ def table_paper() -> str:
     return "\n".join(lines)
 
 
+def _sync_async(R, s: str, a: str) -> str:
+    """``sync | async | gap`` cells of a table row (cells ``s`` and ``a``, gap paired by seed)."""
+    return (f"{fmt(list(vals(R, s).values()))} | {fmt(list(vals(R, a).values()))} | "
+            f"{fmt(gap(R, s, a))} |")
+
+
 def table2(R) -> str:
     lines = ["| optimizer | β | sync | async | gap async−sync |", "| --- | --- | --- | --- | --- |"]
     for o in ("muon", "adamw"):
@@ -234,8 +240,7 @@ def table2(R) -> str:
             suf = "" if b == sweep.DEFAULT_BETA[o] else f"-beta{b:g}"
             s, a = f"{o}-sync{suf}", f"{o}-async{suf}"
             lines.append(f"| {LABEL[o]} ({'momentum' if o == 'muon' else 'β₁'}) | {b:g} | "
-                         f"{fmt(list(vals(R, s).values()))} | {fmt(list(vals(R, a).values()))} "
-                         f"| {fmt(gap(R, s, a))} |")
+                         + _sync_async(R, s, a))
     return "\n".join(lines)
 
 
@@ -276,8 +281,7 @@ def table5(R) -> str:
     for b in sweep.BATCHES:
         suf = "" if b == 16 else f"-bs{b}"
         s, a = f"{o}-sync{suf}", f"{o}-async{suf}"
-        lines.append(f"| {b} | {b * seq} | {fmt(list(vals(R, s).values()))} | "
-                     f"{fmt(list(vals(R, a).values()))} | {fmt(gap(R, s, a))} |")
+        lines.append(f"| {b} | {b * seq} | " + _sync_async(R, s, a))
     return "\n".join(lines)
 
 
