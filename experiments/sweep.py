@@ -104,9 +104,9 @@ TIERS = {
                   TABLE_ORDER=("lr", "1", "flat", "3", "2", "5"),
                   RESULTS=HERE / "results-small", LRS_FILE=CONFIGS / "lrs-small.toml",
                   # Muon's first grid (0.01, 0.02, 0.05) had its optimum on the lower edge,
-                  # so 0.005 was added.
+                  # so 0.005 was added; SOAP's (1e-3, 3e-3, 1e-2) on the upper edge, so 3e-2.
                   LR_GRID={"adamw": (1e-3, 3e-3, 1e-2), "muon": (0.005, 0.01, 0.02, 0.05),
-                           "soap": (1e-3, 3e-3, 1e-2), "adan": (1e-3, 3e-3, 1e-2),
+                           "soap": (1e-3, 3e-3, 1e-2, 3e-2), "adan": (1e-3, 3e-3, 1e-2),
                            "lion": (1e-4, 3e-4, 1e-3), "mars": (1e-3, 3e-3, 1e-2)}),
 }
 
