@@ -344,18 +344,47 @@ def _pearson(xs, ys) -> float:
     return sxy / (sx * sy) if sx and sy else float("nan")
 
 
+def _tokens_scale(overrides: dict) -> float:
+    """A cell's training tokens relative to the tier's base run (steps x batch)."""
+    base = sweep.TIERS[sweep.TIER]
+    steps = float(overrides.get("train.steps", base["STEPS"]))
+    batch = float(overrides.get("train.batch_size", 16))
+    return steps / base["STEPS"] * batch / 16
+
+
 def progress(R) -> str:
-    lines = ["| table | finished runs | planned runs |", "| --- | --- | --- |"]
+    """Finished vs planned runs per table, and the run time still to spend: each run to do
+    costs the median wall time per base-length run of its optimizer so far (scaled by its
+    tokens; the median over all optimizers where none has finished)."""
+    per_opt: dict[str, list[float]] = {}
+    walls = []
+    for recs in R.values():
+        for r in recs.values():
+            w = r.get("final", {}).get("wall_s")
+            if not w or r.get("reused_from"):
+                continue
+            walls.append(w)
+            cfg = r.get("overrides", {})
+            per_opt.setdefault(cfg.get("optimizer.name", "?"), []).append(w / _tokens_scale(cfg))
+    med_all = statistics.median(w for ws in per_opt.values() for w in ws) if per_opt else None
+    lines = ["| table | finished runs | planned runs | run time to do |",
+             "| --- | --- | --- | --- |"]
+    total_left = 0.0
     for t in sweep.TABLE_ORDER:
         todo = [(c, s) for c, s in sweep.plan([t], None, None)]
-        done = sum(1 for c, s in todo if s in R.get(c.name, {}))
-        lines.append(f"| {t} | {done} | {len(todo)} |")
-    walls = [r["final"]["wall_s"] for c in R.values() for r in c.values()
-             if r.get("final", {}).get("wall_s")]
+        left = [c for c, s in todo if s not in R.get(c.name, {})]
+        est = sum(statistics.median(per_opt.get(c.opt) or [med_all or 0.0])
+                  * _tokens_scale(c.overrides) for c in left) if med_all else 0.0
+        total_left += est
+        lines.append(f"| {t} | {len(todo) - len(left)} | {len(todo)} | "
+                     f"{est / 3600:.1f} h |")
     if walls:
         lines += ["", f"Wall time per run: median {statistics.median(walls):.1f} s, "
-                  f"min {min(walls):.1f} s, max {max(walls):.1f} s over {len(walls)} runs "
-                  f"(total {sum(walls) / 60:.1f} min)."]
+                  f"min {min(walls):.1f} s, max {max(walls):.1f} s over {len(walls)} trained "
+                  f"runs (total {sum(walls) / 60:.1f} min). Still to do: ≈ "
+                  f"{total_left / 3600:.1f} h of run time (two runs side by side on two cores "
+                  f"share it, ≈ {total_left / 7200:.1f} h of wall clock; an upper estimate: a "
+                  "planned cell identical to a finished run is reused, not trained)."]
     return "\n".join(lines)
 
 

@@ -173,3 +173,30 @@ def test_small_tier_has_its_own_files_and_tables(tmp_path, capsys):
     assert {c.base for c in cells} == {"small.toml"}
     assert sweep.MITIGATIONS["cooldown"]["delay.sync_cooldown"] == "50"  # 10 % of 500 steps
     assert [c.overrides["train.steps"] for c in sweep.table_cells("flat")] == ["1000", "1000"]
+
+
+def test_progress_estimates_the_run_time_left_per_optimizer(tmp_path):
+    """The time still to spend: per run to do, the median wall time of its optimizer's finished
+    runs per base length, scaled by the run's tokens; reused records cost nothing."""
+    sweep.set_tier("small")
+    R = {}
+
+    def add(cell, wall, **over):
+        rec = _record(cell, 0, 3.0)
+        rec["final"]["wall_s"] = wall
+        rec["overrides"] = {k.replace("_", "."): v for k, v in over.items()}
+        R.setdefault(cell, {})[0] = rec
+        return rec
+
+    add("lr-muon-0.005", 600.0, optimizer_name="muon")
+    add("muon-sync-long", 1200.0, optimizer_name="muon", train_steps="1000")  # 600 per base run
+    add("adamw-sync-long", 600.0, optimizer_name="adamw", train_steps="1000")  # 300 per base run
+    add("lr-muon-0.01", 0.5, optimizer_name="muon")["reused_from"] = "x.json"  # not a cost
+    md = report.progress(R)
+    rows = {line.split(" | ")[0][2:]: line for line in md.splitlines() if line.startswith("| ")}
+    assert rows["flat"] == "| flat | 2 | 2 | 0.0 h |"
+    # lr: Muon's two other grid points at 600 s, AdamW's 3 at 300 s, the 13 runs of the four
+    # optimizers without a finished run at the median of all (600 s): 9900 s
+    assert rows["lr"] == "| lr | 2 | 20 | 2.8 h |"
+    # table 5 is AdamW at batch 8, 16, 32 (x 1/2, 1, 2 tokens), sync and async, 3 seeds
+    assert rows["5"] == "| 5 | 0 | 18 | 1.8 h |"
