@@ -279,7 +279,7 @@ def table5(R) -> str:
              "| --- | --- | --- | --- | --- |"]
     seq = SEQ_LEN[sweep.TIER]
     for b in sweep.BATCHES:
-        suf = "" if b == 16 else f"-bs{b}"
+        suf = "" if b == sweep.BASE_BATCH else f"-bs{b}"
         s, a = f"{o}-sync{suf}", f"{o}-async{suf}"
         lines.append(f"| {b} | {b * seq} | " + _sync_async(R, s, a))
     return "\n".join(lines)
@@ -348,8 +348,8 @@ def _tokens_scale(overrides: dict) -> float:
     """A cell's training tokens relative to the tier's base run (steps x batch)."""
     base = sweep.TIERS[sweep.TIER]
     steps = float(overrides.get("train.steps", base["STEPS"]))
-    batch = float(overrides.get("train.batch_size", 16))
-    return steps / base["STEPS"] * batch / 16
+    batch = float(overrides.get("train.batch_size", sweep.BASE_BATCH))
+    return steps / base["STEPS"] * batch / sweep.BASE_BATCH
 
 
 def progress(R) -> str:
@@ -371,7 +371,7 @@ def progress(R) -> str:
              "| --- | --- | --- | --- |"]
     total_left = 0.0
     for t in sweep.TABLE_ORDER:
-        todo = [(c, s) for c, s in sweep.plan([t], None, None)]
+        todo = sweep.plan([t], None, None)
         left = [c for c, s in todo if s not in R.get(c.name, {})]
         est = sum(statistics.median(per_opt.get(c.opt) or [med_all or 0.0])
                   * _tokens_scale(c.overrides) for c in left) if med_all else 0.0

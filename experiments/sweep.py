@@ -84,7 +84,8 @@ DEFAULT_BETA = {"muon": 0.95, "adamw": 0.9}
 BETA_KEY = {"muon": "optimizer.momentum", "adamw": "optimizer.beta1"}
 DEPTHS = (2, 4, 8, 16)
 DEPTH_OPT = "muon"
-BATCHES = (8, 16, 32)
+BASE_BATCH = 16  # train.batch_size of base.toml and small.toml
+BATCHES = (8, BASE_BATCH, 32)
 BATCH_OPT = "adamw"
 SEEDS = {"gpu": (0,), "lr": (0,), "flat": (0,), "7": (0,), "1": (0, 1, 2), "3": (0, 1, 2),
          "2": (0, 1), "4": (0,), "5": (0, 1)}
@@ -175,7 +176,7 @@ def table_cells(table: str) -> list[Cell]:
         out = []
         for b in BATCHES:
             for m in ("sync", "async"):
-                name = f"{BATCH_OPT}-{m}" if b == 16 else f"{BATCH_OPT}-{m}-bs{b}"
+                name = f"{BATCH_OPT}-{m}" if b == BASE_BATCH else f"{BATCH_OPT}-{m}-bs{b}"
                 # eval_batches x batch = 128 sequences: the same validation set at every size
                 out.append(_cell(name, BATCH_OPT, {**MODES[m], "train.batch_size": str(b),
                                                    "train.eval_batches": str(128 // b)}))
