@@ -7,6 +7,9 @@ metrics, update drift), atomically (temp file + rename). A file that exists is a
 is skipped, so a sweep can be stopped at any time and continued by running the same command.
 Several sweep processes may run at once: a run is claimed by an exclusive lock file
 (``results/.<cell>-seed<k>.lock``, holding the pid; a lock of a dead process is taken over).
+Stopping a sweep with SIGTERM (``kill``, ``pkill -f experiments/sweep.py``) or Ctrl-C stops its
+training subprocess and removes its run folder and lock; a folder left by a harder kill is
+removed the next time its (cell, seed) is claimed.
 
 Runs execute in this process through the trainer of ``asyncpp-train``
 (:func:`asyncpp.train.loop.train`), with one addition: every stage's
@@ -32,11 +35,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import json
 import math
 import os
 import platform
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -294,9 +299,37 @@ def run_cell(cell: Cell, seed: int, results: Path, lrs: dict | None = None,
     """Train one (cell, seed) with ``asyncpp-train`` in a subprocess and write its results
     JSON atomically; returns the record. A run stopped by a non-finite loss is recorded as
     ``diverged``; any other failure raises (and writes nothing)."""
+    run_dir = Path(tempfile.mkdtemp(prefix=run_dir_prefix(results, cell.name, seed)))
+    try:
+        return _train_and_record(cell, seed, results, run_dir, lrs, extra)
+    finally:
+        # The run folder only carries the trainer's files to the JSON; on any exit (a failed
+        # run, Ctrl-C, SIGTERM from main's handler) it goes.
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def run_dir_prefix(results: Path, cell: str, seed: int) -> str:
+    """Name prefix of the temporary run folder of (cell, seed) of the sweep writing into
+    ``results``: one per lock file (the results folder's resolved path enters as a hash), so a
+    leftover can be told apart from the folder of a live run of another sweep."""
+    where = hashlib.sha1(str(Path(results).resolve()).encode()).hexdigest()[:8]
+    return f"asyncpp-{Path(results).name}-{where}-{cell}-seed{seed}-"
+
+
+def remove_stale_run_dirs(results: Path, cell: str, seed: int) -> list[Path]:
+    """Remove the run folders of (cell, seed) left in the temp dir by a sweep that was killed
+    (SIGKILL, power loss) before it could clean up. Call only while holding the lock of
+    (cell, seed): then no live process can own such a folder."""
+    stale = sorted(Path(tempfile.gettempdir()).glob(run_dir_prefix(results, cell, seed) + "*"))
+    for d in stale:
+        shutil.rmtree(d, ignore_errors=True)
+    return stale
+
+
+def _train_and_record(cell: Cell, seed: int, results: Path, run_dir: Path,
+                      lrs: dict | None, extra: dict | None) -> dict:
     import torch
 
-    run_dir = Path(tempfile.mkdtemp(prefix=f"asyncpp-{cell.name}-"))
     cfg, over = build_config(cell, seed, run_dir, lrs, extra or {})
     args = train_command(cell, over)
     env = dict(os.environ, PYTHONUNBUFFERED="1")
@@ -312,7 +345,6 @@ def run_cell(cell: Cell, seed: int, results: Path, lrs: dict | None = None,
     status, error = "ok", None
     if proc.returncode != 0:
         if "non-finite" not in proc.stderr:
-            shutil.rmtree(run_dir, ignore_errors=True)
             raise RuntimeError(f"{cell.name}-seed{seed}: asyncpp-train failed with exit "
                                f"{proc.returncode}:\n{proc.stderr[-3000:]}")
         status = "diverged"
@@ -352,7 +384,6 @@ def run_cell(cell: Cell, seed: int, results: Path, lrs: dict | None = None,
             "%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     write_json_atomic(result_path(results, cell.name, seed), record)
-    shutil.rmtree(run_dir, ignore_errors=True)
     return record
 
 
@@ -534,6 +565,8 @@ def main(argv=None) -> int:
             print(f"skip {c.name}-seed{s} (running elsewhere)", flush=True)
             continue
         try:
+            for d in remove_stale_run_dirs(results, c.name, s):
+                print(f"removed {d}, left by a killed run of {c.name}-seed{s}", flush=True)
             if out.is_file():
                 continue
             cfg, _ = build_config(c, s, Path(tempfile.gettempdir()) / "unused", lrs, extra)
@@ -554,5 +587,12 @@ def main(argv=None) -> int:
     return 0
 
 
+def _exit_on_sigterm(signum, frame):
+    # SystemExit unwinds through run_cell and main's ``finally``: the training subprocess is
+    # killed (subprocess.run does so on any exception), its run folder and the lock removed.
+    raise SystemExit(128 + signum)
+
+
 if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     sys.exit(main())

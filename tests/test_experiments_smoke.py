@@ -200,3 +200,54 @@ def test_progress_estimates_the_run_time_left_per_optimizer(tmp_path):
     assert rows["lr"] == "| lr | 2 | 20 | 2.8 h |"
     # table 5 is AdamW at batch 8, 16, 32 (x 1/2, 1, 2 tokens), sync and async, 3 seeds
     assert rows["5"] == "| 5 | 0 | 18 | 1.8 h |"
+
+
+def test_stale_run_folders_of_a_claimed_cell_are_removed(tmp_path, monkeypatch):
+    """A folder left by a killed run of (cell, seed) goes when the cell is claimed again; the
+    folders of another seed, another cell or another results folder stay."""
+    monkeypatch.setattr(sweep.tempfile, "tempdir", str(tmp_path))
+    results, other = tmp_path / "results", tmp_path / "elsewhere" / "results"
+    stale = tmp_path / (sweep.run_dir_prefix(results, "muon-ef", 0) + "k1lled")
+    keep = [tmp_path / (sweep.run_dir_prefix(results, "muon-ef", 1) + "live"),
+            tmp_path / (sweep.run_dir_prefix(results, "muon-ef-cool", 0) + "live"),
+            tmp_path / (sweep.run_dir_prefix(other, "muon-ef", 0) + "live")]
+    for d in (stale, *keep):
+        d.mkdir(parents=True)
+        (d / "metrics.jsonl").write_text("{}\n")
+    assert sweep.remove_stale_run_dirs(results, "muon-ef", 0) == [stale]
+    assert not stale.exists() and all(d.is_dir() for d in keep)
+
+
+def test_sigterm_stops_the_sweep_and_leaves_nothing_behind(tmp_path):
+    """SIGTERM during a real run: the sweep exits 143, its training subprocess is gone, and no
+    run folder, lock or results file is left (the cell stays to do)."""
+    import os
+    import signal
+    import time
+
+    tmp, results = tmp_path / "tmp", tmp_path / "results"
+    tmp.mkdir()
+    env = dict(os.environ, TMPDIR=str(tmp))
+    cmd = [sys.executable, str(EXP / "sweep.py"), "--tables", "1", "--only", "muon-ef",
+           "--seeds", "0", "--results", str(results), "--set", "train.steps=100000",
+           "--set", "data.max_documents=40", "--set", "data.seq_len=16"]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        deadline = time.time() + 120
+        while not (list(tmp.glob("asyncpp-results-*/metrics.jsonl"))) and time.time() < deadline:
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.2)
+        assert list(tmp.glob("asyncpp-results-*-muon-ef-seed0-*")), "no run started"
+        trainer = subprocess.run(["pgrep", "-f", str(tmp)], capture_output=True, text=True)
+        assert trainer.stdout.split(), "the training subprocess is not running"
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM, err[-2000:]
+    assert list(tmp.glob("asyncpp-*")) == []  # (torch keeps its own cache folder there)
+    assert list(results.iterdir()) == []  # no lock, no half-written or finished result
+    left = subprocess.run(["pgrep", "-f", str(tmp)], capture_output=True, text=True)
+    assert left.stdout.split() == [], "the training subprocess outlived the sweep"
