@@ -246,8 +246,11 @@ def test_sigterm_stops_the_sweep_and_leaves_nothing_behind(tmp_path):
     finally:
         if proc.poll() is None:
             proc.kill()
+        # Look for a surviving trainer before anything can fail, and never leave one running
+        # (it would go on for 100,000 steps).
+        left = subprocess.run(["pgrep", "-f", str(tmp)], capture_output=True, text=True)
+        subprocess.run(["pkill", "-9", "-f", str(tmp)], capture_output=True)
     assert proc.returncode == 128 + signal.SIGTERM, err[-2000:]
+    assert left.stdout.split() == [], "the training subprocess outlived the sweep"
     assert list(tmp.glob("asyncpp-*")) == []  # (torch keeps its own cache folder there)
     assert list(results.iterdir()) == []  # no lock, no half-written or finished result
-    left = subprocess.run(["pgrep", "-f", str(tmp)], capture_output=True, text=True)
-    assert left.stdout.split() == [], "the training subprocess outlived the sweep"
