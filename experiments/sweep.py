@@ -312,8 +312,8 @@ def run_dir_prefix(results: Path, cell: str, seed: int) -> str:
     """Name prefix of the temporary run folder of (cell, seed) of the sweep writing into
     ``results``: one per lock file (the results folder's resolved path enters as a hash), so a
     leftover can be told apart from the folder of a live run of another sweep."""
-    where = hashlib.sha1(str(Path(results).resolve()).encode()).hexdigest()[:8]
-    return f"asyncpp-{Path(results).name}-{where}-{cell}-seed{seed}-"
+    where = hashlib.sha1(str(results.resolve()).encode()).hexdigest()[:8]
+    return f"asyncpp-{results.name}-{where}-{cell}-seed{seed}-"
 
 
 def remove_stale_run_dirs(results: Path, cell: str, seed: int) -> list[Path]:

@@ -216,6 +216,20 @@ def test_stale_run_folders_of_a_claimed_cell_are_removed(tmp_path, monkeypatch):
         (d / "metrics.jsonl").write_text("{}\n")
     assert sweep.remove_stale_run_dirs(results, "muon-ef", 0) == [stale]
     assert not stale.exists() and all(d.is_dir() for d in keep)
+    # Through the sweep itself: the leftover is gone by the time the claimed cell trains.
+    stale.mkdir()
+    seen = {}
+
+    def fake_run(cell, seed, res, lrs=None, extra=None):
+        seen["stale_left"] = stale.exists()
+        seen["kept"] = all(d.is_dir() for d in keep)
+        return {"status": "ok", "final": {"val_loss": 1.0, "wall_s": 0.0},
+                "machine": {"loadavg_start": 0.0}}
+
+    monkeypatch.setattr(sweep, "run_cell", fake_run)
+    assert sweep.main(["--tables", "1", "--only", "muon-ef", "--seeds", "0",
+                       "--results", str(results)]) == 0
+    assert seen == {"stale_left": False, "kept": True}
 
 
 def test_sigterm_stops_the_sweep_and_leaves_nothing_behind(tmp_path):
