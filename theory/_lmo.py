@@ -74,11 +74,11 @@ def summ(expr, lo=0, hi=None):
 
 
 LEGEND = {
-    f(k): "f at the measured point y_k",
-    N(k): "E of the dual norm of grad f(y_k)",
-    R(k): "E of the dual norm of the LMO-input error v_k - grad f(y_k)",
-    B(k): "E of the deterministic part b_k of the error",
-    V(k): "E of the squared Euclidean norm of the noise part a_k",
+    f(k): "$f$ at the measured point $y_k$",
+    N(k): r"$\mathbb{E}$ of the dual norm of $\nabla f(y_k)$",
+    R(k): r"$\mathbb{E}$ of the dual norm of the LMO-input error $v_k - \nabla f(y_k)$",
+    B(k): r"$\mathbb{E}$ of the deterministic part $b_k$ of the error",
+    V(k): r"$\mathbb{E}$ of the squared Euclidean norm of the noise part $a_k$",
 }
 
 
@@ -91,25 +91,29 @@ def descent_steps(prefix: str = "D") -> tuple[list[Step], Step]:
     s = []
     d1 = Step(f"{P}1 descent lemma", "cited",
               le(f(k + 1), f(k) - eta * ip_g + L * eta**2 * dnorm**2 / 2),
-              "A2 gives f(y) <= f(x) + <grad f(x), y-x> + L/2 ||y-x||^2; y - x = -eta d_k",
+              r"A2 gives $f(y) \le f(x) + \langle\nabla f(x), y-x\rangle + \frac{L}{2}\|y-x\|^2$; "
+              r"here $y - x = -\eta d_k$",
               refs=("A2",))
-    d2 = Step(f"{P}2 band: norm", "assumption", le(dnorm, r), "BAND: ||d_k|| <= 1+eps1",
+    d2 = Step(f"{P}2 band: norm", "assumption", le(dnorm, r), r"BAND: $\|d_k\| \le 1+\epsilon_1$",
               refs=("BAND",))
     d3 = Step(f"{P}3 descent with band", "inequality",
               le(f(k + 1), f(k) - eta * ip_g + L * eta**2 * r**2 / 2),
               uses=((d1, 1), (d2, L * eta**2 * (r + dnorm) / 2)))
     g_, v_, d_ = vector("g"), vector("v"), vector("d")
     d4 = Step(f"{P}4 split inner product", "identity", eq(ip_g, ip_v - ip_e),
-              "<grad f, d> = <v, d> - <v - grad f, d> (bilinearity; checked on R^3 vectors)",
+              r"$\langle\nabla f, d\rangle = \langle v, d\rangle - \langle v - \nabla f, d\rangle$ "
+              r"(bilinearity; checked on vectors of $\mathbb{R}^3$)",
               model={ip_g: dot(g_, d_), ip_v: dot(v_, d_), ip_e: dot(v_ - g_, d_)})
     d5 = Step(f"{P}5 duality", "cited", le(ip_e, e(k) * dnorm),
-              "<u, d> <= ||u||_dual ||d|| (definition of the dual norm)")
+              r"$\langle u, d\rangle \le \|u\|_\dagger\,\|d\|$ (definition of the dual norm)")
     d6 = Step(f"{P}6 duality with band", "inequality", le(ip_e, r * e(k)),
               uses=((d5, 1), (d2, e(k))))
     d7 = Step(f"{P}7 band: inner product", "assumption", ge(ip_v, (1 - eps2) * vnorm),
-              "BAND: <v_k, d_k> >= (1-eps2) ||v_k||_dual", refs=("BAND",))
+              r"BAND: $\langle v_k, d_k\rangle \ge (1-\epsilon_2)\,\|v_k\|_\dagger$",
+              refs=("BAND",))
     d8 = Step(f"{P}8 triangle", "cited", ge(vnorm, n(k) - e(k)),
-              "||v||_dual >= ||grad f||_dual - ||v - grad f||_dual")
+              r"$\|v\|_\dagger \ge \|\nabla f\|_\dagger - \|v - \nabla f\|_\dagger$ (triangle "
+              "inequality)")
     d9 = Step(f"{P}9 progress of the direction", "inequality",
               ge(ip_g, (1 - eps2) * n(k) - Cp * e(k)),
               uses=((d7, 1), (d8, 1 - eps2), (d6, 1)), rewrites=(d4,))
@@ -120,13 +124,13 @@ def descent_steps(prefix: str = "D") -> tuple[list[Step], Step]:
     d11 = Step(f"{P}11 expectation", "cited",
                le(F(k + 1), F(k) - eta * (1 - eps2) * N(k) + eta * Cp * R(k)
                   + L * eta**2 * r**2 / 2),
-               f"{P}10 is linear in (f, n, e) with deterministic coefficients; E is linear "
-               "and monotone")
+               f"{P}10 is linear in $(f, n, e)$ with deterministic coefficients; "
+               r"$\mathbb{E}$ is linear and monotone")
     d12 = Step(f"{P}12 telescoping", "sum",
                eq(summ(F(k + 1)), summ(F(k)) + F(K) - F(0)))
     d13 = Step(f"{P}13 bounded below", "assumption", le(F(0) - F(K), Delta),
-               "A0; F(0) = f(x_0) because the idle start steps and the virtual point start "
-               "at x_0", refs=("A0",))
+               "A0; $F(0) = f(x_0)$ because the idle start steps and the virtual point start at "
+               "$x_0$", refs=("A0",))
     d14 = Step(f"{P}14 summed descent", "inequality",
                le((1 - eps2) * eta * summ(N(k)),
                   Delta + eta * Cp * summ(R(k)) + K * L * eta**2 * r**2 / 2),
@@ -151,23 +155,25 @@ def momentum_steps(delay_bound, delay_note: str, nesterov: bool, prefix: str = "
     m1 = Step(f"{P}1 error recursion", "identity",
               eq(m_k - gy, w * (mprev - gyprev) + w * (gyprev - gy) + alpha * (gz - gy)
                  + alpha * xi),
-              "m_k = (1-a) m_{k-1} + a (grad f(z_k) + xi_k) gives e_k = (1-a) e_{k-1} + "
-              "(1-a) S_k + a D_k + a xi_k with S_k = grad f(y_{k-1}) - grad f(y_k), D_k = "
-              "grad f(z_k) - grad f(y_k) (linear identity, vectors as placeholders)")
+              r"$m_k = (1-\alpha) m_{k-1} + \alpha\,(\nabla f(z_k) + \xi_k)$ gives $e_k = "
+              r"(1-\alpha) e_{k-1} + (1-\alpha) S_k + \alpha D_k + \alpha \xi_k$ with $S_k = "
+              r"\nabla f(y_{k-1}) - \nabla f(y_k)$, $D_k = \nabla f(z_k) - \nabla f(y_k)$ (linear "
+              "identity, vectors as placeholders)")
     aprev, bprev, Sv, Dv = sp.symbols("a_prev b_prev S D", real=True)
     m2 = Step(f"{P}2 split noise/deterministic", "identity",
               eq((w * aprev + alpha * xi) + (w * bprev + w * Sv + alpha * Dv),
                  w * (aprev + bprev) + w * Sv + alpha * Dv + alpha * xi),
-              "a_k = (1-a)a_{k-1} + a xi_k, a_{-1} = 0; b_k = (1-a)b_{k-1} + (1-a)S_k + a D_k, "
-              "b_{-1} = e_{-1}: a_k + b_k obeys the recursion of e_k, so e_k = a_k + b_k")
+              r"$a_k = (1-\alpha)a_{k-1} + \alpha \xi_k$, $a_{-1} = 0$; $b_k = (1-\alpha)b_{k-1} + "
+              r"(1-\alpha)S_k + \alpha D_k$, $b_{-1} = e_{-1}$: $a_k + b_k$ obeys the recursion "
+              "of $e_k$, so $e_k = a_k + b_k$")
     m3 = Step(f"{P}3 drift of the point", "cited", le(S(k), L * eta * r),
-              "A2 and y_k - y_{k-1} = -eta d_{k-1}, ||d|| <= 1+eps1 (S_0 = 0)",
+              r"A2 and $y_k - y_{k-1} = -\eta d_{k-1}$, $\|d\| \le 1+\epsilon_1$ ($S_0 = 0$)",
               refs=("A2", "BAND"))
     m4 = Step(f"{P}4 delay offset", "cited", le(G(k), delay_bound), delay_note,
               refs=delay_refs)
     m5 = Step(f"{P}5 triangle (b)", "cited",
               le(B(k), w * B(k - 1) + w * S(k) + alpha * G(k)),
-              "triangle inequality on the b-recursion, then expectation")
+              "triangle inequality on the $b$-recursion, then expectation")
     m6 = Step(f"{P}6 b-recursion", "inequality",
               le(B(k), w * B(k - 1) + w * L * eta * r + alpha * delay_bound),
               uses=((m5, 1), (m3, w), (m4, alpha)))
@@ -176,10 +182,11 @@ def momentum_steps(delay_bound, delay_note: str, nesterov: bool, prefix: str = "
     sum_delay = sp.expand(sum_linear_k(alpha * delay_bound)) / alpha
     m8 = Step(f"{P}8 summed b-recursion", "inequality",
               le(summ(B(k)), (w * B(-1) + K * w * L * eta * r) / alpha + sum_delay),
-              "sum the recursion over k < K, shift the index, drop (1-a) B(K-1) >= 0",
+              r"sum the recursion over $k < K$, shift the index, drop $(1-\alpha)\,B(K-1) \ge 0$",
               uses=((m6, 1 / alpha, (k, 0, K - 1)),), rewrites=(m7,))
     m9 = Step(f"{P}9 initial error", "assumption", le(B(-1), E0),
-              "INIT: E||m_{-1} - grad f(x_0)||_dual <= E0 (zero buffer: ||grad f(x0)||)",
+              r"INIT: $\mathbb{E}\|m_{-1} - \nabla f(x_0)\|_\dagger \le E_0$ (zero buffer: $E_0 = "
+              r"\|\nabla f(x_0)\|_\dagger$)",
               refs=("INIT",))
     m10 = Step(f"{P}10 deterministic part", "inequality",
                le(summ(B(k)), (w * E0 + K * w * L * eta * r) / alpha + sum_delay),
@@ -188,19 +195,21 @@ def momentum_steps(delay_bound, delay_note: str, nesterov: bool, prefix: str = "
     m11 = Step(f"{P}11 square expansion", "identity",
                eq(dot(w * a_ + alpha * x_, w * a_ + alpha * x_),
                   w**2 * dot(a_, a_) + 2 * w * alpha * dot(a_, x_) + alpha**2 * dot(x_, x_)),
-               "||(1-a)a + a xi||^2 expanded (checked on R^3 vectors)")
+               r"$\|(1-\alpha)a + \alpha\xi\|^2$ expanded (checked on vectors of $\mathbb{R}^3$)")
     m12 = Step(f"{P}12 martingale noise", "cited",
                eq(V(k), w**2 * V(k - 1) + alpha**2 * X(k)),
-               "A1: xi_k is drawn at z_k, fixed before xi_k; a_{k-1} depends on xi_0..xi_{k-1} "
-               "only, so E<a_{k-1}, xi_k> = 0 in the expansion " + f"{P}11", refs=("A1",))
+               r"A1: $\xi_k$ is drawn at $z_k$, fixed before $\xi_k$; $a_{k-1}$ depends on "
+               r"$\xi_0, \dots, \xi_{k-1}$ only, so $\mathbb{E}\langle a_{k-1}, \xi_k\rangle = 0$ "
+               "in the expansion " + f"{P}11", refs=("A1",))
     m12b = Step(f"{P}12b variance", "assumption", le(X(k), sigma**2), "A1", refs=("A1",))
     m13 = Step(f"{P}13 noise variance", "inequality", le(V(k), alpha * sigma**2),
-               "induction on k from V(-1) = 0",
+               "induction on $k$ from $V(-1) = 0$",
                uses=((m12b, alpha**2), ("IH", w**2)), rewrites=(m12,),
                induction=(k, -1, {V(-1): 0}))
     m14 = Step(f"{P}14 Jensen and norm equivalence", "cited",
                le(A(k), rho * sp.sqrt(V(k))),
-               "A3: ||a||_dual <= rho ||a||_2; Jensen: E||a||_2 <= sqrt(E||a||_2^2)",
+               r"A3: $\|a\|_\dagger \le \rho\|a\|_2$; Jensen: $\mathbb{E}\|a\|_2 \le "
+               r"\sqrt{\mathbb{E}\|a\|_2^2}$",
                refs=("A3",))
     m15 = Step(f"{P}15 square root is increasing", "monotonicity",
                le(sp.sqrt(V(k)), sp.sqrt(alpha * sigma**2)),
@@ -211,8 +220,8 @@ def momentum_steps(delay_bound, delay_note: str, nesterov: bool, prefix: str = "
     if not nesterov:
         total = K * sp.sqrt(alpha) * rho * sigma + (w * E0 + K * w * L * eta * r) / alpha \
             + sum_delay
-        m17 = Step(f"{P}17 triangle (e = a + b)", "cited", le(R(k), A(k) + B(k)),
-                   "e_k = a_k + b_k")
+        m17 = Step(f"{P}17 triangle ($e = a + b$)", "cited", le(R(k), A(k) + B(k)),
+                   "$e_k = a_k + b_k$")
         m18 = Step(f"{P}18 summed input error", "inequality", le(summ(R(k)), total),
                    uses=((m17, 1, (k, 0, K - 1)), (m16, 1, (k, 0, K - 1)), (m10, 1)))
         st += [m17, m18]
@@ -222,14 +231,14 @@ def momentum_steps(delay_bound, delay_note: str, nesterov: bool, prefix: str = "
     n1 = Step(f"{P}N1 Nesterov input error", "identity",
               eq(alpha * (gz + xi) + w * m_k - gy,
                  w * (m_k - gy) + alpha * (gz - gy) + alpha * xi),
-              "v_k - grad f(y_k) = (1-a) e_k + a D_k + a xi_k")
+              r"$v_k - \nabla f(y_k) = (1-\alpha) e_k + \alpha D_k + \alpha \xi_k$")
     n2 = Step(f"{P}N2 Nesterov noise part", "identity",
               eq(w * (w * aprev + alpha * xi) + alpha * xi,
                  w**2 * aprev + alpha * (1 + w) * xi),
-              "(1-a) a_k + a xi_k = (1-a)^2 a_{k-1} + a(2-a) xi_k")
+              r"$(1-\alpha) a_k + \alpha \xi_k = (1-\alpha)^2 a_{k-1} + \alpha(2-\alpha)\, \xi_k$")
     n3 = Step(f"{P}N3 martingale noise", "cited",
               eq(Vt(k), w**4 * V(k - 1) + alpha**2 * (1 + w)**2 * X(k)),
-              "as " + f"{P}12: E<a_{{k-1}}, xi_k> = 0", refs=("A1",))
+              "as " + f"{P}12: " + r"$\mathbb{E}\langle a_{k-1}, \xi_k\rangle = 0$", refs=("A1",))
     n4 = Step(f"{P}N4 noise variance", "inequality",
               le(Vt(k), sigma**2 * nu**2),
               uses=((m13, w**4, {k: k - 1}), (m12b, alpha**2 * (1 + w)**2)), rewrites=(n3,))
@@ -240,14 +249,15 @@ def momentum_steps(delay_bound, delay_note: str, nesterov: bool, prefix: str = "
               mono=(sp.sqrt(_v), _v, 1, n4))
     n7 = Step(f"{P}N7 noise part", "inequality", le(At(k), rho * sigma * nu),
               uses=((n5, 1), (n6, rho)))
-    n8 = Step(f"{P}N8 triangle (b~)", "cited", le(Bt(k), w * B(k) + alpha * G(k)),
-              "b~_k = (1-a) b_k + a D_k")
+    n8 = Step(rf"{P}N8 triangle ($\tilde b$)", "cited", le(Bt(k), w * B(k) + alpha * G(k)),
+              r"$\tilde b_k = (1-\alpha) b_k + \alpha D_k$")
     sum_bt = (w**2 * E0 + K * w**2 * L * eta * r) / alpha + sp.expand(
         sum_linear_k(delay_bound))
     n9 = Step(f"{P}N9 deterministic part", "inequality", le(summ(Bt(k)), sum_bt),
               uses=((n8, 1, (k, 0, K - 1)), (m10, w), (m4, alpha, (k, 0, K - 1))))
     total = K * nu * rho * sigma + sum_bt
-    n10 = Step(f"{P}N10 triangle (e~ = a~ + b~)", "cited", le(R(k), At(k) + Bt(k)))
+    n10 = Step(rf"{P}N10 triangle ($\tilde e = \tilde a + \tilde b$)", "cited",
+               le(R(k), At(k) + Bt(k)))
     n11 = Step(f"{P}N11 summed input error", "inequality", le(summ(R(k)), total),
                uses=((n10, 1, (k, 0, K - 1)), (n7, 1, (k, 0, K - 1)), (n9, 1)))
     st += [n1, n2, n3, n4, n5, n6, n7, n8, n9, n10, n11]
@@ -270,7 +280,7 @@ def final_steps(desc: Step, mom: Step, total: sp.Expr, bound: sp.Expr,
                 prefix: str = "F") -> list[Step]:
     r"""(1/K) Σ N(k) ≤ bound, from the summed descent and the summed input error."""
     avg = summ(N(k)) / K
-    f1 = Step(f"{prefix}1 divide by (1-eps2) eta K", "inequality",
+    f1 = Step(rf"{prefix}1 divide by $(1-\epsilon_2)\eta K$", "inequality",
               le(avg, Delta / ((1 - eps2) * eta * K) + Cp * summ(R(k)) / ((1 - eps2) * K)
                  + L * eta * r**2 / (2 * (1 - eps2))),
               uses=((desc, 1 / ((1 - eps2) * eta * K)),))

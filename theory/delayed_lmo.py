@@ -113,22 +113,25 @@ def _steps(nesterov: bool) -> list[Step]:
     steps.append(Step(
         "MODEL delayed LMO", "assumption",
         le(sp.Symbol(r"\|y-z\|"), tau * eta * r),
-        "production semantics: y_k = x_{k+tau}, z_k = y_{max(k-tau,0)} (the tau idle start "
-        "steps repeat x_0); y_k - z_k = eta * sum of at most tau directions",
+        r"production semantics: $y_k = x_{k+\tau}$, $z_k = y_{\max(k-\tau,0)}$ (the $\tau$ idle "
+        r"start steps repeat $x_0$); $y_k - z_k$ is $\eta$ times a sum of at most $\tau$ "
+        "directions",
         refs=("BAND",)))
     d, desc = descent_steps()
     steps += d
     m, mom, total = momentum_steps(
         L * tau * eta * r,
-        "A2: ||grad f(z_k) - grad f(y_k)||_dual <= L||y_k - z_k|| <= L tau eta (1+eps1) "
-        "(triangle inequality over the at most tau directions between z_k and y_k)",
+        r"A2: $\|\nabla f(z_k) - \nabla f(y_k)\|_\dagger \le L\|y_k - z_k\| \le L \tau \eta "
+        r"(1+\epsilon_1)$ (triangle inequality over the at most $\tau$ directions between $z_k$ "
+        "and $y_k$)",
         nesterov)
     steps += m
     bound = statement(nesterov)
     steps += final_steps(desc, mom, total, bound)
-    steps.append(Step("F3 min <= average", "cited",
+    steps.append(Step(r"F3 $\min \le$ average", "cited",
                       le(sp.Symbol(r"\mathbb{E}\min_k\|\nabla f(y_k)\|"), summ(N(k)) / K),
-                      "E min_k X_k <= min_k E X_k <= (1/K) sum_k E X_k"))
+                      r"$\mathbb{E}\min_k X_k \le \min_k \mathbb{E} X_k \le \frac{1}{K}\sum_k "
+                      r"\mathbb{E} X_k$"))
     steps += _g0_steps()
     if not nesterov:
         steps += _kovalev_steps()
@@ -143,14 +146,16 @@ def _g0_steps() -> list[Step]:
     t = sp.Symbol("t", positive=True)
     t_star = sp.sqrt(2 * Delta / L)
     g1 = Step("G1 descent along the exact LMO at x0", "cited", le(t * G0, Delta + L * t**2 / 2),
-              "A2 at x0 with y = x0 - t d*, d* = lmo(grad f(x0)) exact (||d*|| = 1, "
-              "<grad f(x0), d*> = G0 = ||grad f(x0)||_dual): inf f <= f(x0) - t G0 + L t^2/2",
+              r"A2 at $x_0$ with $y = x_0 - t d^*$, $d^* = \operatorname{lmo}(\nabla f(x_0))$ "
+              r"exact ($\|d^*\| = 1$, $\langle\nabla f(x_0), d^*\rangle = G_0 = \|\nabla "
+              r"f(x_0)\|_\dagger$): $\inf f \le f(x_0) - t G_0 + L t^2/2$",
               refs=("A0", "A2"))
     g2 = Step("G2 choice of t", "identity",
               eq(((Delta + L * t**2 / 2) / t).subs(t, t_star), sp.sqrt(2 * L * Delta)),
-              "t = sqrt(2 Delta/L)")
+              r"$t = \sqrt{2\Delta/L}$")
     g3 = Step("G3 zero-buffer initial error", "inequality",
-              le(G0, sp.sqrt(2 * L * Delta)), "E0 = G0 <= sqrt(2 L Delta0) for a zero buffer",
+              le(G0, sp.sqrt(2 * L * Delta)), r"$E_0 = G_0 \le \sqrt{2 L \Delta_0}$ for a zero "
+                                              "buffer",
               uses=((g1, 1 / t_star, {t: t_star}),))
     return [g1, g2, g3]
 
@@ -158,10 +163,10 @@ def _g0_steps() -> list[Step]:
 def _kovalev_steps() -> list[Step]:
     sub = {tau: 0, eps1: 0, eps2: 0, E0: rho * sigma}
     ours = statement(False).subs(sub)
-    return [Step("KV1 tau = 0 reduces to Kovalev Thm 2", "inequality",
+    return [Step(r"KV1 $\tau = 0$ reduces to Kovalev's Theorem 2", "inequality",
                  le(ours, kovalev_statement()),
-                 "tau=0, exact LMO, E0 = rho sigma (m0 = g(x0)): ours <= Kovalev; the gap is "
-                 "2 rho sigma/K + 3 L eta")]
+                 r"$\tau = 0$, exact LMO, $E_0 = \rho\sigma$ ($m_0 = g(x_0)$): ours $\le$ "
+                 r"Kovalev's; the gap is $2\rho\sigma/K + 3 L \eta$")]
 
 
 def _optimal_steps(nesterov: bool) -> list[Step]:
@@ -170,35 +175,38 @@ def _optimal_steps(nesterov: bool) -> list[Step]:
     b_val = _lag_coefficient(nesterov)
     c0 = sp.expand(bnd - a_val / eta - b_val * eta)
     a_, b_ = sp.symbols("a b", positive=True)
-    o1 = Step("O1 bound is a/eta + b eta + c", "identity",
+    o1 = Step(r"O1 the bound is $a/\eta + b\eta + c$", "identity",
               eq(bnd, a_ / eta + b_ * eta + c0),
-              "a = q Delta/K > 0, b = L r (C(lag + tau) + q r/2) > 0, c independent of eta",
+              r"$a = q\Delta/K > 0$, $b = L r\,(C(\text{lag} + \tau) + q r/2) > 0$, $c$ "
+              r"independent of $\eta$",
               model={a_: a_val, b_: b_val})
-    o1b = Step("O1b a, b > 0", "inequality", ge(a_val * b_val, 0))
+    o1b = Step("O1b $a, b > 0$", "inequality", ge(a_val * b_val, 0))
     eta_star = sp.sqrt(a_ / b_)
     phi = a_ / eta + b_ * eta
     o2 = Step("O2 stationary step size", "identity",
-              eq(sp.diff(phi, eta).subs(eta, eta_star), 0), "eta*(alpha) = sqrt(a/b)")
-    o3 = Step("O3 convex in eta", "monotonicity", ge(sp.diff(phi, eta, 2), 0),
-              "the derivative increases (2a/eta^3 > 0): eta* is the global minimiser",
+              eq(sp.diff(phi, eta).subs(eta, eta_star), 0), r"$\eta^*(\alpha) = \sqrt{a/b}$")
+    o3 = Step(r"O3 convex in $\eta$", "monotonicity", ge(sp.diff(phi, eta, 2), 0),
+              r"the derivative increases ($2a/\eta^3 > 0$): $\eta^*$ is the global minimiser",
               mono=(sp.diff(phi, eta), eta, 1, None))
-    o4 = Step("O4 value at eta*", "identity", eq(phi.subs(eta, eta_star), 2 * sp.sqrt(a_ * b_)))
+    o4 = Step(r"O4 value at $\eta^*$", "identity",
+              eq(phi.subs(eta, eta_star), 2 * sp.sqrt(a_ * b_)))
     A_, B_ = sp.symbols("A B", positive=True)
     h = 2 * A_ / sp.sqrt(alpha) + B_ * sp.sqrt(alpha)
     a_star = 2 * A_ / B_
     o5 = Step("O5 leading-order momentum", "identity", eq(sp.diff(h, alpha).subs(alpha, a_star), 0),
-              "h(alpha) = 2A/sqrt(alpha) + B sqrt(alpha) with A = sqrt(q Delta L r C/K), "
-              "B = kappa C rho sigma (the terms of the bound at eta*(alpha) that dominate for "
-              "large K); alpha* = 2A/B = (2/(kappa rho sigma)) sqrt(q Delta L r/(C K))")
+              r"$h(\alpha) = 2A/\sqrt{\alpha} + B\sqrt{\alpha}$ with $A = \sqrt{q \Delta L r "
+              r"C/K}$, $B = \kappa C \rho \sigma$ (the terms of the bound at $\eta^*(\alpha)$ "
+              r"that dominate for large $K$); $\alpha^* = 2A/B = "
+              r"\frac{2}{\kappa\rho\sigma}\sqrt{q \Delta L r/(C K)}$")
     s_ = sp.Symbol("s", positive=True)
     hs = 2 * A_ / s_ + B_ * s_
-    o6 = Step("O6 h is convex in sqrt(alpha)", "monotonicity", ge(sp.diff(hs, s_, 2), 0),
+    o6 = Step(r"O6 $h$ is convex in $\sqrt{\alpha}$", "monotonicity", ge(sp.diff(hs, s_, 2), 0),
               mono=(sp.diff(hs, s_), s_, 1, None))
     o7 = Step("O7 leading-order rate", "identity",
               eq(h.subs(alpha, a_star), 2 * sp.sqrt(2 * A_ * B_)),
-              "min h = 2 sqrt(2AB) = O(K^-1/4)")
+              r"$\min h = 2\sqrt{2AB} = O(K^{-1/4})$")
     kappa = sp.sqrt(KAPPA2_NESTEROV) if nesterov else 1
-    o8 = Step("O8 alpha* in the parameters", "identity",
+    o8 = Step(r"O8 $\alpha^*$ in the parameters", "identity",
               eq(2 * A_ / B_, optimal_alpha_expr(nesterov)),
               model={A_: sp.sqrt(q * Delta * L * r * C / K), B_: kappa * C * rho * sigma})
     return [o1, o1b, o2, o3, o4, o5, o6, o7, o8]
@@ -217,7 +225,7 @@ def _complexity_steps(nesterov: bool) -> list[Step]:
         nu = nesterov_noise_factor()
         p0a = Step("P0a Nesterov noise factor squared", "inequality",
                    le(nu**2, KAPPA2_NESTEROV * alpha),
-                   "nu_N^2 = alpha((1-a)^4 + a(2-a)^2) <= 3 alpha/2")
+                   r"$\nu_N^2 = \alpha\bigl((1-\alpha)^4 + \alpha(2-\alpha)^2\bigr) \le 3\alpha/2$")
         p0 = Step("P0 Nesterov noise factor", "monotonicity",
                   le(nu, sp.sqrt(KAPPA2_NESTEROV * alpha)),
                   mono=(sp.sqrt(_lmo._v), _lmo._v, 1, p0a))
@@ -227,42 +235,50 @@ def _complexity_steps(nesterov: bool) -> list[Step]:
                           uses=((p0, C * rho * sigma),)))
     else:
         steps.append(Step("P1 surrogate", "inequality", le(statement(False), surrogate(False)),
-                          "drop the factors (1-alpha) <= 1: the gap is C E0/K + C L eta r"))
+                          r"drop the factors $(1-\alpha) \le 1$: the gap is "
+                          r"$C E_0/K + C L \eta r$"))
     lag = C / alpha + C * tau + q * r / 2
     eta_eps = eps / (4 * L * r * lag)
-    steps.append(Step("P2 lag group at eta_eps", "identity",
+    steps.append(Step(r"P2 lag group at $\eta_\varepsilon$", "identity",
                       eq(L * eta_eps * r * lag, eps / 4),
-                      "eta_eps = eps/(4 L r (C/alpha + C tau + q r/2))"))
+                      r"$\eta_\varepsilon = \varepsilon/\bigl(4 L r\,(C/\alpha + C \tau + q "
+                      r"r/2)\bigr)$"))
     a0 = alpha0_expr(nesterov)
     noise = kappa * C * sp.sqrt(alpha) * rho * sigma
-    steps.append(Step("P3 noise group at alpha0", "identity", eq(noise.subs(alpha, a0), eps / 4),
-                      "alpha0 = eps^2/(16 kappa^2 C^2 rho^2 sigma^2); alpha_eps = min(1, alpha0)"))
-    steps.append(Step("P4 noise group increases with alpha", "monotonicity",
+    steps.append(Step(r"P3 noise group at $\alpha_0$", "identity",
+                      eq(noise.subs(alpha, a0), eps / 4),
+                      r"$\alpha_0 = \varepsilon^2/(16 \kappa^2 C^2 \rho^2 \sigma^2)$; "
+                      r"$\alpha_\varepsilon = \min(1, \alpha_0)$"))
+    steps.append(Step(r"P4 noise group increases with $\alpha$", "monotonicity",
                       ge(sp.diff(noise, alpha), 0), mono=(noise, alpha, 1, None)))
     K1 = 4 * q * Delta / (eps * eta)
     K2 = 4 * C * E0 / (alpha * eps)
-    steps.append(Step("P5 Delta group at K1", "identity",
-                      eq((q * Delta / (eta * K)).subs(K, K1), eps / 4), "K1 = 4 q Delta/(eps eta)"))
-    steps.append(Step("P6 Delta group decreases in K", "monotonicity",
+    steps.append(Step(r"P5 $\Delta$ group at $K_1$", "identity",
+                      eq((q * Delta / (eta * K)).subs(K, K1), eps / 4), "$K_1 = 4 q "
+                                                                        r"\Delta/(\varepsilon "
+                                                                        r"\eta)$"))
+    steps.append(Step(r"P6 $\Delta$ group decreases in $K$", "monotonicity",
                       le(sp.diff(q * Delta / (eta * K), K), 0),
                       mono=(q * Delta / (eta * K), K, -1, None)))
-    steps.append(Step("P7 E0 group at K2", "identity",
-                      eq((C * E0 / (alpha * K)).subs(K, K2), eps / 4), "K2 = 4 C E0/(alpha eps)"))
-    steps.append(Step("P8 E0 group decreases in K", "monotonicity",
+    steps.append(Step("P7 $E_0$ group at $K_2$", "identity",
+                      eq((C * E0 / (alpha * K)).subs(K, K2), eps / 4), r"$K_2 = 4 C E_0/(\alpha "
+                                                                       r"\varepsilon)$"))
+    steps.append(Step("P8 $E_0$ group decreases in $K$", "monotonicity",
                       le(sp.diff(C * E0 / (alpha * K), K), 0),
                       mono=(C * E0 / (alpha * K), K, -1, None)))
-    steps.append(Step("P9 K1 in closed form", "identity",
+    steps.append(Step("P9 $K_1$ in closed form", "identity",
                       eq(K1.subs(eta, eta_eps), 16 * q * L * r * Delta * lag / eps**2)))
     if not nesterov:
         leading = (16 * q * L * r * Delta * C / a0 / eps**2).subs({eps1: 0, eps2: 0})
         steps.append(Step("P10 leading term equals Kovalev's", "identity",
                           eq(leading, 2048 * L * Delta * rho**2 * sigma**2 / eps**4),
-                          "exact LMO, alpha_eps = alpha0: the eps^-4 term of K(eps) is "
-                          "2048 L Delta rho^2 sigma^2/eps^4, Kovalev's leading term"))
+                          r"exact LMO, $\alpha_\varepsilon = \alpha_0$: the $\varepsilon^{-4}$ "
+                          r"term of $K(\varepsilon)$ is $2048 L \Delta \rho^2 "
+                          r"\sigma^2/\varepsilon^4$, Kovalev's leading term"))
     steps.append(Step("P11 the delay is lower order", "identity",
                       eq((16 * q * L * r * Delta * C * tau / eps**2)
                          / (16 * q * L * r * Delta * C / (alpha * eps**2)), alpha * tau),
-                      "the tau-term of K1 over the 1/alpha-term equals alpha*tau"))
+                      r"the $\tau$-term of $K_1$ over its $1/\alpha$-term equals $\alpha\tau$"))
     return steps
 
 
@@ -295,20 +311,21 @@ def _tightness_steps() -> list[Step]:
               eq(sp.Sum(jj + sp.Rational(1, 2), (jj, 0, tau - 1)), tau**2 / 2))
     orbit = Step("TI3 periodic orbit", "cited",
                  eq(sp.Symbol(r"\overline{|y|}"), eta * tightness_average_expr()),
-                 "sign descent y_{k+1} = y_k - eta sign(y_{k-tau}) from y_0 = eta/2 (idle "
-                 "start) is the triangle wave between -(tau+1/2)eta and (tau+1/2)eta, period "
-                 "2(2tau+1) (proof in tightness_instance; exact check for tau <= 8 in verify/); "
-                 "one period sums |y| to eta(2tau^2+2tau+1) by TI1+TI2")
+                 r"sign descent $y_{k+1} = y_k - \eta\,\operatorname{sign}(y_{k-\tau})$ from $y_0 "
+                 r"= \eta/2$ (idle start) is the triangle wave between $-(\tau+\frac12)\eta$ and "
+                 r"$(\tau+\frac12)\eta$, of period $2(2\tau+1)$ (proof in `tightness_instance`; "
+                 r"exact check for $\tau \le 8$ in `verify/`); one period sums $|y|$ to "
+                 r"$\eta(2\tau^2+2\tau+1)$ by TI1 + TI2")
     avg = tightness_average_expr()
     bnd = tightness_bound_expr(2 * (2 * tau + 1))
-    s4 = Step("TI4 measured/bound >= 1/4", "inequality", ge(L * eta * avg, L * eta * bnd / 4),
-              "at K = one period (and any multiple: the bound decreases in K)")
+    s4 = Step(r"TI4 measured/bound $\ge 1/4$", "inequality", ge(L * eta * avg, L * eta * bnd / 4),
+              "at $K$ = one period (and any multiple: the bound decreases in $K$)")
     tp = sp.Symbol("t", nonnegative=True)
     inc = (avg - sp.Rational(1, 2)).subs(tau, 1 + tp)
     s5 = Step("TI5 delay increment attained within 1/6", "inequality",
               ge(L * eta * inc, L * eta * 2 * (1 + tp) / 6),
-              "measured increase over tau=0 is L eta tau^2/(2 tau+1) >= (1/6) 2 tau L eta "
-              "for tau = 1 + t >= 1 (ratio tau/(4 tau + 2) -> 1/4)")
+              r"the measured increase over $\tau = 0$ is $L \eta \tau^2/(2\tau+1) \ge \frac16\, "
+              r"2\tau L \eta$ for $\tau = 1 + t \ge 1$ (the ratio $\tau/(4\tau + 2) \to 1/4$)")
     return [s1, s2, orbit, s4, s5]
 
 
@@ -330,7 +347,7 @@ def result(nesterov: bool = False) -> Result:
     return Result(
         name=name,
         title="LMO/Muon with " + ("Nesterov " if nesterov else "") + "EMA momentum under a "
-              "fixed gradient delay tau (inexact LMO)",
+              r"fixed gradient delay $\tau$ (inexact LMO)",
         quantity="(1/K) sum_{k<K} E||grad f(x_{k+tau})||_dual over the K applied steps "
                  "(also bounds E min_k)",
         quantity_latex=r"\frac1K\sum_{k<K}\mathbb{E}\|\nabla f(x_{k+\tau})\|_\dagger",

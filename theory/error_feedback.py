@@ -106,17 +106,19 @@ def statement(point: str = "virtual", nesterov: bool = False) -> sp.Expr:
 def _virtual_steps() -> list[Step]:
     ef = Step("MODEL EF recursion (production)", "assumption",
               eq(Y(k + 1), Y(k) - 2 * U(k) + U(k - 1)),
-              "production EF on applied steps: y_{k+1} = y_k - 2u_k + u_{k-1}, u_{-1} = 0, "
-              "u_k = eta lmo(v_k) (zero for k < 0: the idle start)")
+              "production EF on applied steps: $y_{k+1} = y_k - 2u_k + u_{k-1}$, $u_{-1} = 0$, "
+              r"$u_k = \eta\,\operatorname{lmo}(v_k)$ (zero for $k < 0$: the idle start)")
     v1 = Step("V1 virtual sequence", "identity",
               eq(Y(k + 1) + U(k), (Y(k) + U(k - 1)) - U(k)),
-              "w_k := y_k + u_{k-1} gives w_{k+1} = w_k - u_k", rewrites=(ef,))
-    v1b = Step("V1b DESIGN's virtual point", "identity",
+              "$w_k := y_k + u_{k-1}$ gives $w_{k+1} = w_k - u_k$", rewrites=(ef,))
+    v1b = Step("V1b the design's virtual point", "identity",
                eq(Y(k) - (U(k) - U(k - 1)), Y(k + 1) + U(k)),
-               "w~ = x - (u(t-1) - u(t-2)) of DESIGN.md is w_{k+1}", rewrites=(ef,))
+               r"the virtual point $\tilde w = x - (u_{t-1} - u_{t-2})$ of the Error Feedback "
+               "design is $w_{k+1}$", rewrites=(ef,))
     v2 = Step("V2 delay telescoping", "sum",
               eq(sp.Sum(-2 * U(j) + U(j - 1), (j, k - tau, k - 1)), Y(k) - Y(k - tau)),
-              "y_k - y_{k-tau} is the sum of the tau EF steps before k (induction on tau)",
+              r"$y_k - y_{k-\tau}$ is the sum of the $\tau$ EF steps before $k$ (induction on "
+              r"$\tau$)",
               induction_var=tau, rewrites=((ef, {k: k - tau}),))
     v3 = Step("V3 collect the updates", "sum",
               eq(sp.Sum(-2 * U(j) + U(j - 1), (j, k - tau, k - 1)),
@@ -128,14 +130,15 @@ def _virtual_steps() -> list[Step]:
     v5 = Step("V5 offset", "identity",
               eq(sp.Sum(-2 * U(j) + U(j - 1), (j, k - tau, k - 1)) + U(k - 1),
                  -(U(k - 1) - U(k - tau - 1)) - sp.Sum(U(j), (j, k - tau, k - 2))),
-              "o_k = w_k - z_k = (y_k - y_{k-tau}) + u_{k-1} (V2) = -(u_{k-1} - u_{k-tau-1}) - "
-              "sum_{j=k-tau}^{k-2} u_j", rewrites=(v3, v4))
+              r"$o_k = w_k - z_k = (y_k - y_{k-\tau}) + u_{k-1}$ (V2) $= -(u_{k-1} - u_{k-\tau-1}) "
+              r"- \sum_{j=k-\tau}^{k-2} u_j$", rewrites=(v3, v4))
     v6 = Step("V6 offset norm", "cited",
               le(O(k), eta * Dr(k) + (tau - 1) * eta * r),
-              "triangle inequality on V5 and BAND (||u_j|| <= eta(1+eps1)); delta_k := "
-              "||u_{k-1} - u_{k-tau-1}||/eta; then expectation", refs=("BAND",))
+              r"triangle inequality on V5 and BAND ($\|u_j\| \le \eta(1+\epsilon_1)$); $\delta_k "
+              r":= \|u_{k-1} - u_{k-\tau-1}\|/\eta$; then expectation", refs=("BAND",))
     v7 = Step("V7 drift (definition)", "identity", eq(summ(Dr(k)), K * drift),
-              "drift := (1/K) sum_{k<K} E delta_k", model={drift: summ(Dr(k)) / K})
+              r"$\delta := \frac{1}{K}\sum_{k<K} \mathbb{E}\,\delta_k$ (the drift)",
+              model={drift: summ(Dr(k)) / K})
     v8 = Step("V8 summed offset", "inequality",
               le(summ(O(k)), K * eta * (drift + (tau - 1) * r)),
               uses=((v6, 1, (k, 0, K - 1)),), rewrites=(v7,))
@@ -149,7 +152,8 @@ def _steps(nesterov: bool) -> list[Step]:
     steps += d
     m, mom, total = momentum_steps(
         L * O(k),
-        "A2: ||grad f(z_k) - grad f(w_k)||_dual <= L ||o_k||; then expectation", nesterov)
+        r"A2: $\|\nabla f(z_k) - \nabla f(w_k)\|_\dagger \le L \|o_k\|$; then expectation",
+        nesterov)
     steps += m
     total2 = total.subs(summ(O(k)), K * eta * (drift + (tau - 1) * r))
     m_ef = Step("E1 input error with the EF offset", "inequality", le(summ(_lmo.R(k)), total2),
@@ -159,21 +163,24 @@ def _steps(nesterov: bool) -> list[Step]:
     f1, f2 = final_steps(desc, m_ef, total2, bv)
     Ny = sp.Function(r"\mathbb{E}\|\nabla f(y)\|", nonnegative=True)
     x1 = Step("X1 back to the iterate", "cited", le(Ny(k), N(k) + L * eta * r),
-              "A2: ||grad f(y_k) - grad f(w_k)||_dual <= L ||u_{k-1}|| <= L eta (1+eps1)",
+              r"A2: $\|\nabla f(y_k) - \nabla f(w_k)\|_\dagger \le L \|u_{k-1}\| \le L \eta "
+              r"(1+\epsilon_1)$",
               refs=("A2", "BAND"))
     x2 = Step("X2 average at the iterate", "inequality",
               le(summ(Ny(k)) / K, statement("iterate", nesterov)),
               uses=((x1, 1 / K, (k, 0, K - 1)), (f2, 1)))
     steps += [f1, f2, x1, x2]
     steps.append(Step("X3 worst case drift", "cited", le(drift, 2 * r),
-                      "||u_{k-1} - u_{k-tau-1}|| <= 2 eta (1+eps1) (triangle, BAND)",
+                      r"$\|u_{k-1} - u_{k-\tau-1}\| \le 2 \eta (1+\epsilon_1)$ (triangle "
+                      "inequality, BAND)",
                       refs=("BAND",)))
     steps.append(Step("X4 bound increases with drift", "monotonicity",
                       ge(sp.diff(bv, drift), 0), mono=(bv, drift, 1, None)))
     if not nesterov:
         steps.append(Step("X5 worst case vs no EF", "identity",
                           eq(bv.subs(drift, 2 * r) - t1_statement(False), C * L * eta * r),
-                          "worst case: one C L eta r more than T1 (offset 2 eta r vs eta r)"))
+                          r"worst case: one $C L \eta r$ more than T1 (offset $2 \eta r$ against "
+                          r"$\eta r$)"))
     return steps
 
 
@@ -191,8 +198,8 @@ def result(nesterov: bool = False) -> Result:
         params=PARAMS,
         steps=_steps(nesterov),
         assumptions=("A0", "A1", "A2", "A3", "BAND", "INIT"),
-        legend={**_lmo.LEGEND, O(k): "E of the offset norm ||w_k - z_k||",
-                drift: "mean_k E||u_{k-1} - u_{k-tau-1}||/eta"},
+        legend={**_lmo.LEGEND, O(k): r"$\mathbb{E}$ of the offset norm $\|w_k - z_k\|$",
+                drift: r"$\operatorname{mean}_k \mathbb{E}\|u_{k-1} - u_{k-\tau-1}\|/\eta$"},
         notes="Requires tau >= 1 (EF is not applied to synchronous steps).",
     )
 

@@ -294,11 +294,12 @@ def _common_steps(tau: int, ef: bool) -> tuple[list[Step], list[sp.Expr]]:
     lam = sp.Symbol("lambda")
     s1 = Step("SC1 characteristic polynomial", "identity",
               eq(A.charpoly(lam).as_expr().subs(lam, z), z**extra * P),
-              "det(zI - A) for the state (x_t..x_{t-tau}, mu_{t-1}), c = p/(1-beta)")
+              r"$\det(zI - A)$ for the state $(x_t, \dots, x_{t-\tau}, \mu_{t-1})$, $c = "
+              r"p/(1-\beta)$")
     s2 = Step("SC2 Schur-Cohn criterion", "cited", ge(sp.Symbol(r"\delta_k"), 0),
-              "all roots in |z|<1 iff every leading coefficient delta_k of the successive Schur "
-              "transforms T P = (a_n P - a_0 P*)/z is > 0 (Schur 1917, Cohn 1922; Marden, "
-              "Geometry of Polynomials, sec. 42-43)")
+              r"all roots lie in $|z|<1$ iff every leading coefficient $\delta_k$ of the "
+              "successive Schur transforms $TP = (a_n P - a_0 P^*)/z$ is $> 0$ (Schur 1917, Cohn "
+              "1922; Marden, *Geometry of Polynomials*, §42–43)")
     return [s1, s2], schur_cohn(P)
 
 
@@ -329,58 +330,62 @@ def _case_steps(tau: int, ef: bool) -> list[Step]:
     steps, deltas = _common_steps(tau, ef)
     fac = _factored(tau, ef)
     for i, (dk, fk) in enumerate(zip(deltas, fac), start=1):
-        steps.append(Step(f"SC3.{i} delta_{i} factorised", "identity", eq(dk, fk)))
+        steps.append(Step(rf"SC3.{i} $\delta_{i}$ factorised", "identity", eq(dk, fk)))
     pstar = critical_p_expr(tau, ef)
     b = beta
     if tau == 0:
         steps += [
-            Step("SC4 delta_1 > 0", "inequality", ge(fac[0], 0), domain=DOMAIN_P),
-            Step("SC5 delta_2 > 0 iff p < 2(1+beta)", "identity",
+            Step(r"SC4 $\delta_1 > 0$", "inequality", ge(fac[0], 0), domain=DOMAIN_P),
+            Step(r"SC5 $\delta_2 > 0$ iff $p < 2(1+\beta)$", "identity",
                  eq(fac[1], p * (1 - b) ** 2 * (pstar - p)),
-                 "p (1-beta)^2 > 0, so the sign is that of p* - p"),
+                 r"$p\,(1-\beta)^2 > 0$, so the sign is that of $p^* - p$"),
         ]
     elif tau == 1 and not ef:
         steps += [
-            Step("SC4 delta_1 > 0 iff p < 1 - beta", "identity",
-                 eq(fac[0], (pstar - p) * (1 + b + p)), "1 + beta + p > 0"),
-            Step("SC5 delta_2 >= 0, zero only at p = 1 - beta", "inequality", ge(fac[1], 0),
+            Step(r"SC4 $\delta_1 > 0$ iff $p < 1 - \beta$", "identity",
+                 eq(fac[0], (pstar - p) * (1 + b + p)), r"$1 + \beta + p > 0$"),
+            Step(r"SC5 $\delta_2 \ge 0$, zero only at $p = 1 - \beta$", "inequality", ge(fac[1], 0),
                  domain=DOMAIN_P),
         ]
     elif tau == 2 and not ef:
         g2 = p**2 + (1 + b) * p + b - 1
-        steps += _root_steps(g2, pstar, "g = p^2 + (1+beta)p + beta - 1")
+        steps += _root_steps(g2, pstar, r"$g = p^2 + (1+\beta)p + \beta - 1$")
         steps += [
-            Step("SC8 p* < 1", "inequality", le(pstar, 1)),
-            Step("SC9 first factor of delta_2 < 0 on (0,1)", "inequality",
+            Step("SC8 $p^* < 1$", "inequality", le(pstar, 1)),
+            Step(r"SC9 first factor of $\delta_2 < 0$ on $(0,1)$", "inequality",
                  le(p**2 - (1 + b) * p - (1 + b), 0), domain=DOMAIN_P01),
-            Step("SC10 delta_3 >= 0 on (0,1)", "inequality",
+            Step(r"SC10 $\delta_3 \ge 0$ on $(0,1)$", "inequality",
                  ge(p * (1 - p) * (1 + p) * (2 + 2 * b - p), 0), domain=DOMAIN_P01,
-                 note="delta_3 = p(p-1)(p+1)(p-2-2beta) g^2 = p(1-p)(1+p)(2+2beta-p) g^2"),
+                 note=r"$\delta_3 = p(p-1)(p+1)(p-2-2\beta)\,g^2 = p(1-p)(1+p)(2+2\beta-p)\,g^2$"),
         ]
     elif tau == 1 and ef:
         g1 = p**2 + (1 - b) * p - (1 - b)
-        steps += _root_steps(g1, pstar, "g = p^2 + (1-beta)p - (1-beta)")
+        steps += _root_steps(g1, pstar, r"$g = p^2 + (1-\beta)p - (1-\beta)$")
         steps += [
-            Step("SC8 p* < 1", "inequality", le(pstar, 1)),
-            Step("SC9 second factor of delta_2 < 0 on (0,1)", "inequality",
+            Step("SC8 $p^* < 1$", "inequality", le(pstar, 1)),
+            Step(r"SC9 second factor of $\delta_2 < 0$ on $(0,1)$", "inequality",
                  le(p**2 - (1 - b) * p - (1 + b), 0), domain=DOMAIN_P01),
-            Step("SC10 delta_3 >= 0 on (0,1)", "inequality",
+            Step(r"SC10 $\delta_3 \ge 0$ on $(0,1)$", "inequality",
                  ge(p * (1 - p) * (1 + p) * (2 * b + 3 * p + 2), 0), domain=DOMAIN_P01),
-            Step("SC11 closed form in c", "identity",
+            Step("SC11 closed form in $c$", "identity",
                  eq(pstar / (1 - b), critical_step_expr(1, True)), domain=DOMAIN_P),
         ]
     else:
         steps += _ef2_steps()
     glue = {
-        (0, False): "delta_1 > 0 always; delta_2 > 0 iff 0 < p < 2(1+beta): "
-                    "c* = 2(1+beta)/(1-beta)",
-        (1, False): "delta_1 > 0 iff p < 1-beta, delta_2 > 0 there: stable iff c < 1",
-        (2, False): "on (0, p*): delta_1 > 0 (p* < 1), delta_2 = (neg)(g<0) > 0, delta_3 > 0; "
-                    "delta_2 = 0 at p*: c* = p*/(1-beta)",
-        (1, True): "on (0, p*): delta_1 > 0, delta_2 = (g<0)(neg) > 0, delta_3 > 0; delta_2 = 0 "
-                   "at p*",
-        (2, True): "on (0, p*): delta_1 > 0 (p* < 1), delta_2 = h1 h2 > 0 (p* < p1), delta_3 = "
-                   "(neg) psi phi > 0 (psi > 0 > phi), delta_4 > 0 (p* < 2/3); delta_3 = 0 at p*",
+        (0, False): r"$\delta_1 > 0$ always; $\delta_2 > 0$ iff $0 < p < 2(1+\beta)$: "
+                    r"$c^* = 2(1+\beta)/(1-\beta)$",
+        (1, False): r"$\delta_1 > 0$ iff $p < 1-\beta$, and $\delta_2 > 0$ there: "
+                    r"stable iff $c < 1$",
+        (2, False): r"on $(0, p^*)$: $\delta_1 > 0$ ($p^* < 1$), "
+                    r"$\delta_2 = (\text{neg})\cdot(g<0) > 0$, $\delta_3 > 0$; "
+                    r"$\delta_2 = 0$ at $p^*$: $c^* = p^*/(1-\beta)$",
+        (1, True): r"on $(0, p^*)$: $\delta_1 > 0$, $\delta_2 = (g<0)\cdot(\text{neg}) > 0$, "
+                   r"$\delta_3 > 0$; $\delta_2 = 0$ at $p^*$",
+        (2, True): r"on $(0, p^*)$: $\delta_1 > 0$ ($p^* < 1$), "
+                   r"$\delta_2 = h_1 h_2 > 0$ ($p^* < p_1$), "
+                   r"$\delta_3 = (\text{neg})\,\psi\varphi > 0$ ($\psi > 0 > \varphi$), "
+                   r"$\delta_4 > 0$ ($p^* < 2/3$); $\delta_3 = 0$ at $p^*$",
     }[(tau, ef)]
     steps.append(Step("SC12 sign bookkeeping", "cited",
                       eq(sp.Symbol("c^*"), sp.Symbol("p^*") / (1 - beta)),
@@ -390,10 +395,10 @@ def _case_steps(tau: int, ef: bool) -> list[Step]:
 
 def _root_steps(g: sp.Expr, pstar: sp.Expr, name: str) -> list[Step]:
     return [
-        Step("SC5 g(p*) = 0", "identity", eq(g.subs(p, pstar), 0), name),
-        Step("SC6 g increases in p > 0", "monotonicity", ge(sp.diff(g, p), 0),
+        Step("SC5 $g(p^*) = 0$", "identity", eq(g.subs(p, pstar), 0), name),
+        Step("SC6 $g$ increases in $p > 0$", "monotonicity", ge(sp.diff(g, p), 0),
              mono=(g, p, 1, None), domain=DOMAIN_P),
-        Step("SC7 g(0) < 0", "inequality", le(g.subs(p, 0), 0), domain=DOMAIN_P),
+        Step("SC7 $g(0) < 0$", "inequality", le(g.subs(p, 0), 0), domain=DOMAIN_P),
     ]
 
 
@@ -406,22 +411,23 @@ def _ef2_steps() -> list[Step]:
     tt, ss = sp.Symbol("t", nonnegative=True), sp.Symbol("s", nonnegative=True)
     rem = 2 - dd + p * (2 - 2 * dd - dd**2)
     return [
-        Step("SC5 phi increases in p > 0", "monotonicity", ge(sp.diff(phi, p), 0),
+        Step(r"SC5 $\varphi$ increases in $p > 0$", "monotonicity", ge(sp.diff(phi, p), 0),
              mono=(phi, p, 1, None), domain=DOMAIN_P),
-        Step("SC6 phi(0) < 0", "inequality", le(phi.subs(p, 0), 0), domain=DOMAIN_P),
-        Step("SC7 phi(2/3) > 0, so p* < 2/3 <= (2+2beta)/3", "inequality",
+        Step(r"SC6 $\varphi(0) < 0$", "inequality", le(phi.subs(p, 0), 0), domain=DOMAIN_P),
+        Step(r"SC7 $\varphi(2/3) > 0$, so $p^* < 2/3 \le (2+2\beta)/3$", "inequality",
              ge(phi.subs(p, sp.Rational(2, 3)), 0), domain=DOMAIN_P),
-        Step("SC8 phi mod h1", "identity",
+        Step(r"SC8 $\varphi \bmod h_1$", "identity",
              eq(sp.expand(phi.subs(beta, 1 - dd)),
                 (p + 2) * (p**2 + dd * p - 1) + rem),
-             "phi = (p+2) h1 + rem with d = 1 - beta"),
-        Step("SC9 rem > 0 on p in (0,1]: phi(p1) > 0, so p* < p1 (root of h1)", "inequality",
+             r"$\varphi = (p+2)\, h_1 + \text{rem}$ with $d = 1 - \beta$"),
+        Step(r"SC9 $\text{rem} > 0$ for $p \in (0,1]$: $\varphi(p_1) > 0$, so $p^* < p_1$ (root of "
+             "$h_1$)", "inequality",
              ge(rem, 0), domain={p: 1 / (1 + tt), dd: 1 / (1 + ss)}),
-        Step("SC10 h2 < 0 on (0,1)", "inequality",
+        Step("SC10 $h_2 < 0$ on $(0,1)$", "inequality",
              le(p**2 - (1 - b) * p - 1, 0), domain=DOMAIN_P01),
-        Step("SC11 psi + phi >= 0, so psi > -phi > 0 on (0, p*)", "inequality",
+        Step(r"SC11 $\psi + \varphi \ge 0$, so $\psi > -\varphi > 0$ on $(0, p^*)$", "inequality",
              ge(psi + phi, 0), domain=DOMAIN_P01),
-        Step("SC11b h1 increases in p (h1 < 0 below its root p1)", "monotonicity",
+        Step("SC11b $h_1$ increases in $p$ ($h_1 < 0$ below its root $p_1$)", "monotonicity",
              ge(sp.diff(h1, p), 0), mono=(h1, p, 1, None), domain=DOMAIN_P),
     ]
 
@@ -447,9 +453,10 @@ def result(tau: int, ef: bool = False) -> Result:
         qlatex = r"c^*(\beta)"
     return Result(
         name=tag,
-        title="critical eta*h of delayed EMA-momentum GD on h x^2/2"
+        title=r"critical $\eta h$ of delayed EMA-momentum GD on $h x^2/2$"
               + (" with EF" if ef else "")
-              + ("; c* = p*/(1-beta), p* the positive root of phi" if expr is None else ""),
+              + (r"; $c^* = p^*/(1-\beta)$, $p^*$ the positive root of $\varphi$"
+                 if expr is None else ""),
         quantity=quantity, quantity_latex=qlatex, statement=stmt,
         params=(beta,) if expr is not None else (p, beta),
         steps=_case_steps(tau, ef), assumptions=("quadratic f = h x^2/2",),

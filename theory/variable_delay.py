@@ -112,18 +112,20 @@ def _steps(nesterov: bool) -> list[Step]:
     init, noise, lag = _factors(nesterov)
     steps: list[Step] = [
         Step("MODEL per-block delays", "assumption", le(tau_min, taus(s)),
-             "production: block s idle for t < tau_s, then consumes grad_s at x_{t-tau_s}; "
-             "tau_min <= tau_s <= tau_max", refs=("BAND",)),
-        Step("MODEL' tau_s <= tau_max", "assumption", le(taus(s), tau_max)),
+             r"production: block $s$ is idle for $t < \tau_s$, then consumes $\nabla_s f$ at "
+             r"$x_{t-\tau_s}$; $\tau_{\min} \le \tau_s \le \tau_{\max}$", refs=("BAND",)),
+        Step(r"MODEL' $\tau_s \le \tau_{\max}$", "assumption", le(taus(s), tau_max)),
         Step("W0 product norm", "cited", eq(sp.Symbol(r"\|x\|"), sp.Symbol(r"\max_s\|x_s\|")),
              "the LMO of the max-norm ball is blockwise (Muon per matrix); one step moves every "
-             "block by <= eta(1+eps1), so ||x_t - x_{t-tau_s}|| <= tau_s eta (1+eps1)",
+             r"block by at most $\eta(1+\epsilon_1)$, so $\|x_t - x_{t-\tau_s}\| \le \tau_s \eta "
+             r"(1+\epsilon_1)$",
              refs=("A2b",)),
     ]
     # the momentum lemma for one generic block b (K -> n_b, L -> L_b, ...)
     mom, last, total = momentum_steps(
         L * tau * eta * r,
-        "A2b: ||grad_b f(x_{t-tau_b}) - grad_b f(x_t)|| <= L_b tau_b eta (1+eps1)", nesterov,
+        r"A2b: $\|\nabla_b f(x_{t-\tau_b}) - \nabla_b f(x_t)\| \le L_b \tau_b \eta "
+        r"(1+\epsilon_1)$", nesterov,
         delay_refs=("A2b",))
     mapping = {K: n_b, L: L_b, rho: rho_b, sigma: sigma_b, E0: G_b, tau: tau_b}
     block = rename_steps(mom, mapping, "block: ")
@@ -134,32 +136,36 @@ def _steps(nesterov: bool) -> list[Step]:
             sumR: SR(s)}
     per_block = sp.expand(total.xreplace(mapping).subs(inst))
     w1 = Step("W1 block s", "inequality", le(SR(s), per_block),
-              "the block lemma instantiated for block s (its n_s applied steps, L_s, "
-              "rho_s sigma_s, initial error G_s, delay tau_s)",
+              "the block lemma instantiated for block $s$ (its $n_s$ applied steps, $L_s$, "
+              r"$\rho_s \sigma_s$, initial error $G_s$, delay $\tau_s$)",
               uses=((blast, 1, inst),))
     w2 = Step("W2 block initial error", "cited",
               le(Gs(s), gs(s) + Ls(s) * (taus(s) - tau_min) * eta * r),
-              "block s starts at x_{tau_s - 1}, at most tau_s - tau_min moving steps from x_0; "
-              "A2b; g_s = E||m_{s,-1} - grad_s f(x_0)||", refs=("A2b", "INIT"))
+              r"block $s$ starts at $x_{\tau_s - 1}$, at most $\tau_s - \tau_{\min}$ moving steps "
+              r"from $x_0$; A2b; $g_s = \mathbb{E}\|m_{s,-1} - \nabla_s f(x_0)\|$",
+              refs=("A2b", "INIT"))
     w3a = Step("W3a applied steps of block s", "cited", eq(ns(s), K + tau_max - taus(s)),
-               "the run has tau_max + K steps; block s applies from t = tau_s")
-    w3 = Step("W3 n_s <= K + tau_max - tau_min", "inequality",
+               r"the run has $\tau_{\max} + K$ steps; block $s$ applies from $t = \tau_s$")
+    w3 = Step(r"W3 $n_s \le K + \tau_{\max} - \tau_{\min}$", "inequality",
               le(ns(s), K + tau_max - tau_min), uses=((steps[0], 1),), rewrites=(w3a,))
     Psum = (s, 0, Pn - 1)
 
     def ssum(e):
         return sp.Sum(e, Psum)
 
-    d_ls = Step("W4a A2b constants", "assumption", eq(ssum(Ls(s)), L), "sum_s L_s = L",
+    d_ls = Step("W4a A2b constants", "assumption", eq(ssum(Ls(s)), L), r"$\sum_s L_s = L$",
                 refs=("A2b",))
-    d_te = Step("W4b tau_eff (definition)", "identity", eq(ssum(Ls(s) * taus(s)), L * tau_eff),
-                "tau_eff := sum_s L_s tau_s / L", model={tau_eff: ssum(Ls(s) * taus(s)) / L})
+    d_te = Step(r"W4b $\tau_{\text{eff}}$ (definition)", "identity",
+                eq(ssum(Ls(s) * taus(s)), L * tau_eff),
+                r"$\tau_{\text{eff}} := \sum_s L_s \tau_s / L$",
+                model={tau_eff: ssum(Ls(s) * taus(s)) / L})
     d_g = Step("W4c initial errors", "assumption", le(ssum(gs(s)), E0),
-               "INIT per block: sum_s g_s <= E0 (zero buffers: = ||grad f(x0)||_dual)",
+               r"INIT per block: $\sum_s g_s \le E_0$ (zero buffers: $= \|\nabla "
+               r"f(x_0)\|_\dagger$)",
                refs=("INIT",))
     d_cs = Step("W4d Cauchy-Schwarz", "cited", le(ssum(RSs(s)), rho * sigma),
-                "sum_s rho_s sigma_s <= sqrt(sum rho_s^2) sqrt(sum sigma_s^2) = rho sigma "
-                "(A1, A3 per block)", refs=("A1", "A3"))
+                r"$\sum_s \rho_s \sigma_s \le \sqrt{\sum_s \rho_s^2}\,\sqrt{\sum_s \sigma_s^2} = "
+                r"\rho\sigma$ (A1, A3 per block)", refs=("A1", "A3"))
     dt = K + tau_max - tau_min
     total_all = dt * noise * rho * sigma + dt * L * eta * r * (lag + tau_eff) + init * (
         E0 + L * eta * r * (tau_eff - tau_min)) / alpha
@@ -173,10 +179,11 @@ def _steps(nesterov: bool) -> list[Step]:
     w6 = Step("W6 summed descent with active sets", "cited",
               le((1 - eps2) * eta * SN, Delta + eta * Cp * ssum(SR(s))
                  + dt * L * eta**2 * r**2 / 2),
-              "per step: D1-D10 of T1 blockwise over the active blocks S_t (product norm: "
-              "||d|| <= 1+eps1, <grad f, d> = sum_s <grad_s f, d_s>); sum over t < tau_max + K; "
-              "drop the nonpositive gradient terms of the partially active steps t < tau_max; "
-              "the curvature term counts the K + tau_max - tau_min steps that move",
+              "per step: D1–D10 of T1 blockwise over the active blocks $S_t$ (product norm: "
+              r"$\|d\| \le 1+\epsilon_1$, $\langle\nabla f, d\rangle = \sum_s \langle\nabla_s f, "
+              r"d_s\rangle$); sum over $t < \tau_{\max} + K$; drop the non-positive gradient "
+              r"terms of the partially active steps $t < \tau_{\max}$; the curvature term counts "
+              r"the $K + \tau_{\max} - \tau_{\min}$ steps that move",
               refs=("A0", "A2b", "BAND"))
     bound = statement(nesterov)
     w7 = Step("W7 final", "inequality", le(SN / K, bound),
@@ -184,21 +191,22 @@ def _steps(nesterov: bool) -> list[Step]:
     w8 = Step("W8 uniform delays reduce to T1", "identity",
               eq(bound.subs({tau_max: tau, tau_min: tau, tau_eff: tau}),
                  t1_statement(nesterov)))
-    w9 = Step("W9 bound increases with tau_eff", "monotonicity", ge(sp.diff(bound, tau_eff), 0),
+    w9 = Step(r"W9 the bound increases with $\tau_{\text{eff}}$", "monotonicity",
+              ge(sp.diff(bound, tau_eff), 0),
               mono=(bound, tau_eff, 1, None), domain=DOMAIN_T4)
-    w10 = Step("W10 tau_eff <= tau_max", "inequality",
+    w10 = Step(r"W10 $\tau_{\text{eff}} \le \tau_{\max}$", "inequality",
                le(ssum(Ls(s) * taus(s)), L * tau_max),
                uses=((steps[1], Ls(s), Psum),), rewrites=(d_ls,))
     ss = sp.Symbol("s", integer=True, nonnegative=True)
     w11 = Step("W11 PipeDream mean delay", "sum",
                eq(sp.Sum(Pn - 1 - ss, (ss, 0, Pn - 1)), Pn * (Pn - 1) / 2),
-               "tau_s = P-1-s: equal L_s give tau_eff = (P-1)/2")
+               r"$\tau_s = P-1-s$: equal $L_s$ give $\tau_{\text{eff}} = (P-1)/2$")
     pd = bound.subs({tau_max: Pn - 1, tau_min: 0, tau_eff: (Pn - 1) / 2})
-    w12 = Step("W12 PipeDream bound grows with depth P", "monotonicity",
+    w12 = Step("W12 the PipeDream bound grows with the depth $P$", "monotonicity",
                ge(sp.diff(pd, Pn), 0), mono=(pd, Pn, 1, None), domain=DOMAIN_T4)
     tb = bound.subs({tau_max: 1, tau_min: 1, tau_eff: 1})
-    w13 = Step("W13 2BW bound is independent of P", "identity", eq(sp.diff(tb, Pn), 0),
-               "tau_s = 1 for every stage")
+    w13 = Step("W13 the 2BW bound is independent of $P$", "identity", eq(sp.diff(tb, Pn), 0),
+               r"$\tau_s = 1$ for every stage")
     steps += [w1, w2, w3a, w3, d_ls, d_te, d_g, d_cs, w5, w6, w7, w8, w9, w10, w11, w12, w13]
     return steps
 
@@ -208,14 +216,14 @@ def result(nesterov: bool = False) -> Result:
     """The T4 :class:`~theory.assumptions.Result`."""
     return Result(
         name="T4-nesterov" if nesterov else "T4",
-        title="per-block delays (PipeDream tau_s = P-1-s vs 2BW tau_s = 1)",
+        title=r"per-block delays (PipeDream $\tau_s = P-1-s$ against 2BW $\tau_s = 1$)",
         quantity="(1/K) sum_{t=tau_max}^{tau_max+K-1} E||grad f(x_t)||_dual (K steps after "
                  "every block is active)",
         quantity_latex=r"\frac1K\sum_{t=\tau_{\max}}^{\tau_{\max}+K-1}\mathbb{E}"
                        r"\|\nabla f(x_t)\|_\dagger",
         statement=statement(nesterov), params=PARAMS, steps=_steps(nesterov),
         assumptions=("A0", "A1", "A2b", "A3", "BAND", "INIT"),
-        legend={**_lmo.LEGEND, tau_eff: "sum_s L_s tau_s / L (<= tau_max)"},
+        legend={**_lmo.LEGEND, tau_eff: r"$\sum_s L_s \tau_s / L$ ($\le \tau_{\max}$)"},
         notes="block lemma = T1's momentum lemma renamed per block and re-checked")
 
 
