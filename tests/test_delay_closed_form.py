@@ -375,3 +375,194 @@ def test_error_feedback_across_switches_by_hand():
             x.append(nxt - ETA * H * x[t] if t == 8 else nxt)
     assert_close_traj(got, x)
     assert opt.prev_update == [None]
+
+
+# -- EF(γ) ---------------------------------------------------------------------------------------
+
+def ef_gamma_reference(steps, tau, gamma, momentum=0.0, h=H, x0=X0, lr=ETA):
+    """EF(γ): x(t+1) = x(t) − (1+γ)u(t−τ) + γ u(t−τ−1), u(<0) = 0, u(s) SGD's update for
+    g(s) = h x(s) (with momentum: b(s) = μ b(s−1) + g(s), b(0) = g(0), u = η b)."""
+    x, u_prev, buf = [x0.clone()], torch.zeros_like(x0), None
+    for t in range(steps):
+        if t < tau:
+            x.append(x[t].clone())
+            continue
+        g = h * x[t - tau]
+        buf = g.clone() if buf is None else buf * momentum + g
+        u = lr * buf
+        x.append(x[t] - (1 + gamma) * u + gamma * u_prev)
+        u_prev = u
+    return x
+
+
+@pytest.mark.parametrize("tau", [1, 2, 3])
+@pytest.mark.parametrize("gamma", [0.5, 1.7, 3.0])
+@pytest.mark.parametrize("momentum", [0.0, 0.9])
+def test_ef_gamma_recursion(tau, gamma, momentum):
+    got, opt = run_quadratic(30, delay=tau, correction="ef", ef_gamma=gamma,
+                             sgd={"momentum": momentum})
+    assert opt.ef_gammas == (gamma,)
+    assert_close_traj(got, ef_gamma_reference(30, tau, gamma, momentum))
+
+
+def test_ef_gamma_delay_one_hand_expansion():
+    """τ = 1, SGD, γ = 0.4: x(1) = x(0), x(2) = x(1) − 1.4ηh x(0),
+    x(t+1) = x(t) − 1.4ηh x(t−1) + 0.4ηh x(t−2)."""
+    gam = 0.4
+    got, _ = run_quadratic(20, delay=1, correction="ef", ef_gamma=gam)
+    x = [X0.clone(), X0.clone(), X0 - (1 + gam) * ETA * H * X0]
+    for t in range(2, 20):
+        x.append(x[t] - (1 + gam) * ETA * H * x[t - 1] + gam * ETA * H * x[t - 2])
+    assert_close_traj(got, x)
+
+
+@given(tau=st.integers(1, 3), steps=st.integers(1, 14), eta=st.floats(0.01, 0.4),
+       gamma=st.one_of(st.floats(0.0, 4.0), st.sampled_from([0.0, 1.0, 2.0, 3.0])),
+       momentum=st.sampled_from([0.0, 0.5, 0.9]))
+@PROPS
+def test_ef_gamma_property(tau, steps, eta, gamma, momentum):
+    got, _ = run_quadratic(steps, lr=eta, delay=tau, correction="ef", ef_gamma=gamma,
+                           sgd={"momentum": momentum})
+    assert_close_traj(got, ef_gamma_reference(steps, tau, gamma, momentum, lr=eta))
+
+
+def paper_ef_reference(steps, tau, momentum, lr=ETA):
+    """The paper's EF with the delay core's own operation order (x ← x_opt − u + u_prev, with
+    x_opt = x − η b from torch SGD and u = x − x_opt), so that γ = 1 is compared bit for bit."""
+    x = torch.nn.Parameter(X0.clone())
+    opt = torch.optim.SGD([x], lr=lr, momentum=momentum)
+    traj, pending, u_prev = [x.detach().clone()], [], None
+    for t in range(steps):
+        pending.append(H * x.detach())
+        if t >= tau:
+            with torch.no_grad():
+                before = x.detach().clone()
+                x.grad = pending.pop(0)
+                opt.step()
+                u = before - x.detach()
+                x.sub_(u)
+                if u_prev is not None:
+                    x.add_(u_prev)
+                u_prev = u
+        traj.append(x.detach().clone())
+    return traj
+
+
+@pytest.mark.parametrize("tau", [1, 2])
+@pytest.mark.parametrize("gamma", [1, 1.0, "list"])
+def test_ef_gamma_one_is_the_paper_ef_bit_for_bit(tau, gamma):
+    gam = [1.0] if gamma == "list" else gamma
+    got, _ = run_quadratic(30, delay=tau, correction="ef", ef_gamma=gam,
+                           sgd={"momentum": 0.9})
+    assert_equal_traj(got, paper_ef_reference(30, tau, 0.9))
+    default, _ = run_quadratic(30, delay=tau, correction="ef", sgd={"momentum": 0.9})
+    assert_equal_traj(got, default)
+
+
+@pytest.mark.parametrize("name", ["adamw", "muon"])
+@pytest.mark.parametrize("formulation", ["gradient", "update"])
+def test_ef_gamma_one_equals_default_on_a_model(name, formulation):
+    data = torch.randn(16, 6, generator=torch.Generator().manual_seed(1))
+    target = torch.randn(16, 3, generator=torch.Generator().manual_seed(2))
+    runs = []
+    for kw in ({}, {"ef_gamma": 1.0}, {"ef_gamma": "auto"}):
+        model = _model()
+        opt = build_optimizer(name, model.named_parameters(), lr=0.01, weight_decay=0.1)
+        if kw.get("ef_gamma") == "auto":
+            kw = {"ef_gamma": [1.0] * len(opt.param_groups)}
+        d = DelayedOptimizer(opt, delay=1, correction="ef", formulation=formulation, **kw)
+        for _ in range(12):
+            d.zero_grad()
+            torch.nn.functional.mse_loss(model(data), target).backward()
+            d.step()
+        runs.append([p.detach().clone() for p in model.parameters()])
+    for other in runs[1:]:
+        for a, b in zip(runs[0], other):
+            assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("tau", [1, 2])
+@pytest.mark.parametrize("formulation", ["gradient", "update"])
+def test_ef_gamma_zero_is_no_correction_bit_for_bit(tau, formulation):
+    kw = dict(delay=tau, formulation=formulation, sgd={"momentum": 0.9}, flush=True)
+    zero, _ = run_quadratic(25, correction="ef", ef_gamma=0.0, **kw)
+    none, _ = run_quadratic(25, correction="none", **kw)
+    assert_equal_traj(zero, none)
+
+
+@pytest.mark.parametrize("tau", [1, 2])
+@pytest.mark.parametrize("momentum", [0.0, 0.9])
+def test_ef_gamma_formulations_agree(tau, momentum):
+    kw = dict(delay=tau, correction="ef", ef_gamma=2.3, sgd={"momentum": momentum},
+              flush=True)
+    grad_form, _ = run_quadratic(25, formulation="gradient", **kw)
+    upd_form, _ = run_quadratic(25, formulation="update", **kw)
+    assert_close_traj(upd_form, grad_form)
+
+
+def test_ef_gamma_per_group():
+    """PipeDream-like: group 0 has τ = 2 with γ = 2.5, group 1 τ = 1 with γ = 0.7; each follows
+    its own EF(γ) recursion."""
+    h0, h1 = H[:2], H[1:]
+    a = torch.nn.Parameter(X0[:2].clone())
+    b = torch.nn.Parameter(X0[1:].clone())
+    opt = DelayedOptimizer(torch.optim.SGD([{"params": [a]}, {"params": [b]}], lr=ETA,
+                                           momentum=0.5),
+                           delay=[2, 1], correction="ef", ef_gamma=[2.5, 0.7])
+    ta, tb = [a.detach().clone()], [b.detach().clone()]
+    for _ in range(25):
+        a.grad = h0 * a.detach()
+        b.grad = h1 * b.detach()
+        opt.step()
+        ta.append(a.detach().clone())
+        tb.append(b.detach().clone())
+    assert_close_traj(ta, ef_gamma_reference(25, 2, 2.5, 0.5, h=h0, x0=X0[:2]))
+    assert_close_traj(tb, ef_gamma_reference(25, 1, 0.7, 0.5, h=h1, x0=X0[1:]))
+
+
+@pytest.mark.parametrize("tau", [1, 2])
+@pytest.mark.parametrize("gamma", [0.0, 0.6, 2.2])
+def test_apply_stale_matches_step_ef_gamma(tau, gamma):
+    """The executor path honours γ: apply_stale reproduces step() bit for bit for γ ≠ 1."""
+    def grad_at(w):
+        return w**3 - torch.sin(w)
+
+    w0 = torch.tensor([0.9, -0.4, 1.3], dtype=F64)
+    x = torch.nn.Parameter(w0.clone())
+    ref = DelayedOptimizer(torch.optim.AdamW([x], lr=0.05, weight_decay=0.1), delay=tau,
+                           correction="ef", ef_gamma=gamma)
+    y = torch.nn.Parameter(w0.clone())
+    exe = DelayedOptimizer(torch.optim.AdamW([y], lr=0.05, weight_decay=0.1), delay=tau,
+                           correction="ef", ef_gamma=gamma)
+    versions = [y.detach().clone()]
+    for t in range(15):
+        x.grad = grad_at(x.detach())
+        ref.step()
+        if t >= tau:
+            y.grad = grad_at(versions[t - tau])
+            exe.apply_stale(tau)
+        versions.append(y.detach().clone())
+        assert torch.equal(x, y), t
+
+
+def test_ef_gamma_auto_reads_beta_per_group():
+    """auto: γ*(β, τ) per group, β from ``momentum`` (SGD, Muon matrices) or ``betas[0]``
+    (Muon's AdamW groups, AdamW); τ = 0 groups get 0; τ = 1 gives 2β/(2−β)²."""
+    from asyncpp.delay import optimal_ef_gamma
+    from asyncpp.optim import Muon
+
+    w = torch.nn.Parameter(torch.zeros(3, 3, dtype=F64))
+    v = torch.nn.Parameter(torch.zeros(3, dtype=F64))
+    u = torch.nn.Parameter(torch.zeros(3, dtype=F64))
+    sgd = torch.optim.SGD([{"params": [w], "momentum": 0.9}, {"params": [v], "momentum": 0.5},
+                           {"params": [u], "momentum": 0.0}], lr=0.1)
+    d = DelayedOptimizer(sgd, delay=[1, 2, 0], correction="ef", ef_gamma="auto")
+    assert d.ef_gammas[0] == pytest.approx(2 * 0.9 / 1.1**2, rel=1e-15)
+    assert d.ef_gammas[1] == optimal_ef_gamma(0.5, 2) and d.ef_gammas[2] == 0.0
+    muon = Muon([{"params": [w]}, {"params": [v], "use_muon": False}], lr=0.02, momentum=0.95,
+                adamw_betas=(0.8, 0.95))
+    d = DelayedOptimizer(muon, delay=1, correction="ef", ef_gamma="AUTO")
+    assert d.ef_gammas == pytest.approx((2 * 0.95 / 1.05**2, 2 * 0.8 / 1.2**2), rel=1e-15)
+    adamw = torch.optim.AdamW([v], betas=(0.9, 0.99))
+    d = DelayedOptimizer(adamw, delay=1, correction="ef", ef_gamma="auto")
+    assert d.ef_gammas == pytest.approx((2 * 0.9 / 1.1**2,), rel=1e-15)

@@ -44,8 +44,12 @@ def _train_step(model, opt):
         dict(delay=[1, 2, 0], correction="ef"),
         dict(delay=1, correction="ef", formulation="update"),
         dict(delay=2, correction="none", sync_cooldown=3, total_steps=12),
+        dict(delay=2, correction="ef", ef_gamma=1.6),
+        dict(delay=[1, 2, 0], correction="ef", ef_gamma="auto"),
+        dict(delay=1, correction="ef", ef_gamma=0.5, formulation="update"),
     ],
-    ids=["ef-d2", "taylor-d1", "ef-per-group", "ef-update", "cooldown"],
+    ids=["ef-d2", "taylor-d1", "ef-per-group", "ef-update", "cooldown", "efg-d2",
+         "efg-auto-per-group", "efg-update"],
 )
 def test_state_dict_round_trip(name, wrap):
     def make(seed):
@@ -199,3 +203,74 @@ def test_state_dict_round_trip_baselines(name):
         _train_step(model2, opt2)
     for p, q in zip(model.parameters(), model2.parameters()):
         assert torch.equal(p, q)
+
+
+# -- EF(γ) ---------------------------------------------------------------------------------------
+
+def test_state_dict_carries_ef_gamma():
+    model, opt = _make("muon", 0, delay=1, correction="ef", ef_gamma=[0.3, 2.0])
+    for _ in range(3):
+        _train_step(model, opt)
+    sd = opt.state_dict()
+    assert sd["config"]["ef_gamma"] == [0.3, 2.0]
+    _, other = _make("muon", 0, delay=1, correction="ef", ef_gamma=[0.3, 2.1])
+    with pytest.raises(ValueError, match="ef_gamma"):
+        other.load_state_dict(sd)
+
+
+def test_old_checkpoint_without_ef_gamma_loads_as_gamma_one():
+    model, opt = _make("adamw", 0, delay=1, correction="ef")
+    for _ in range(3):
+        _train_step(model, opt)
+    buf = io.BytesIO()
+    torch.save(opt.state_dict(), buf)
+    buf.seek(0)
+    sd = torch.load(buf, weights_only=True)
+    del sd["config"]["ef_gamma"]  # a checkpoint written before EF(γ) existed
+    model2, opt2 = _make("adamw", 0, delay=1, correction="ef", ef_gamma=1.0)
+    model2.load_state_dict(model.state_dict())
+    opt2.load_state_dict(sd)
+    for _ in range(3):
+        _train_step(model, opt)
+        _train_step(model2, opt2)
+    for p, q in zip(model.parameters(), model2.parameters()):
+        assert torch.equal(p, q)
+    _, opt3 = _make("adamw", 0, delay=1, correction="ef", ef_gamma=2.0)
+    with pytest.raises(ValueError, match="ef_gamma"):
+        opt3.load_state_dict(sd)
+
+
+@pytest.mark.parametrize("gamma,match", [
+    (-0.5, r"ef_gamma must be a finite number >= 0.*-0\.5"),
+    (math.nan, r"finite number >= 0.*nan"),
+    (math.inf, r"finite number >= 0.*inf"),
+    (True, r"finite number >= 0.*True"),
+    ("fast", r"or 'auto'; got 'fast'"),
+    ([1.0, 2.0], r"2 per-group ef_gamma values for 1 parameter groups"),
+    ([None], r"finite number >= 0.*None"),
+])
+def test_bad_ef_gamma(gamma, match):
+    with pytest.raises(ValueError, match=match):
+        DelayedOptimizer(_sgd(), correction="ef", ef_gamma=gamma)
+
+
+def test_ef_gamma_needs_ef():
+    for corr in ("none", "taylor"):
+        with pytest.raises(ValueError, match="applies only to correction='ef'"):
+            DelayedOptimizer(_sgd(), correction=corr, ef_gamma=2.0)
+        with pytest.raises(ValueError, match="applies only to correction='ef'"):
+            DelayedOptimizer(_sgd(), correction=corr, ef_gamma="auto")
+        DelayedOptimizer(_sgd(), correction=corr, ef_gamma=1.0)  # the default is accepted
+
+
+def test_ef_gamma_auto_needs_a_beta():
+    class Bare(torch.optim.Optimizer):
+        def __init__(self, params):
+            super().__init__(params, {"lr": 0.1})
+
+        def step(self, closure=None):
+            return None
+
+    with pytest.raises(ValueError, match="'momentum' or 'betas'"):
+        DelayedOptimizer(Bare([torch.nn.Parameter(torch.zeros(2))]), correction="ef",
+                         ef_gamma="auto")

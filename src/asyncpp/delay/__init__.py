@@ -8,7 +8,9 @@ from .delayed_optimizer import (
     taylor_compensate,
 )
 from .drift import DriftMeter
+from .ef_gamma import critical_p, group_beta, optimal_ef_gamma, resolve_ef_gamma
 from .schedule import DelaySchedule
 
 __all__ = ["CORRECTIONS", "FORMULATIONS", "DelayedOptimizer", "DelaySchedule", "DriftMeter",
+           "critical_p", "group_beta", "optimal_ef_gamma", "resolve_ef_gamma",
            "taylor_compensate"]

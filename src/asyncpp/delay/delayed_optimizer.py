@@ -17,15 +17,20 @@ gradient is, and applied τ steps later:
 The two agree whenever U does not read the weights (SGD-momentum, Muon or AdamW without weight
 decay); with decoupled weight decay they differ.
 
-Error Feedback (``correction="ef"``), with :math:`u^{(t)}` the update applied at step t and
-:math:`u^{(-1)} = 0`:
-    :math:`x_{t+1} = x_t - 2u^{(t)} + u^{(t-1)}`,
-i.e. for τ = 1, :math:`x_{t+1} = x_t - 2u(t-1) + u(t-2)`. One parameter-sized buffer
-(:math:`u^{(t-1)}`) persists; one more is used transiently during the step. Only the EF
-recursion reads or writes that memory (``track_updates`` keeps its own copy for the drift
-statistic, so turning it on never changes a trajectory). Summing the recursion,
-:math:`x_{T+1} = x_\tau - \sum u^{(t)} - u^{(T)}`: EF ends one update *ahead* of the plain
-delayed sequence (it extrapolates); neither a cooldown nor :meth:`flush` takes that back.
+Error Feedback (``correction="ef"``), the EF(γ) family, with :math:`u^{(t)}` the update applied
+at step t and :math:`u^{(-1)} = 0`:
+    :math:`x_{t+1} = x_t - (1+\gamma)\,u^{(t)} + \gamma\,u^{(t-1)}`,
+with γ = ``ef_gamma`` (per parameter group). γ = 1 (the default) is the paper's EF,
+:math:`x_{t+1} = x_t - 2u^{(t)} + u^{(t-1)}`, i.e. for τ = 1,
+:math:`x_{t+1} = x_t - 2u(t-1) + u(t-2)` (computed with the same operations as before γ existed,
+so bit for bit); γ = 0 is no correction (bit for bit); γ = τ is the "τ-scaled" EF;
+``ef_gamma="auto"`` takes γ*(β, τ) of T3 per group (:mod:`asyncpp.delay.ef_gamma`). One
+parameter-sized buffer (:math:`u^{(t-1)}`) persists; one more is used transiently during the
+step. Only the EF recursion reads or writes that memory (``track_updates`` keeps its own copy
+for the drift statistic, so turning it on never changes a trajectory). Summing the recursion,
+:math:`x_{T+1} = x_\tau - \sum u^{(t)} - \gamma u^{(T)}`, i.e. the virtual point
+:math:`x_t + \gamma u^{(t-1)}` follows the plain sequence: EF(γ) ends γ updates *ahead* of the
+plain delayed sequence (it extrapolates); neither a cooldown nor :meth:`flush` takes that back.
 
 Taylor compensation (``correction="taylor"``, DC-ASGD):
     :math:`\hat g = g + \lambda\, g\odot g\odot(x_\text{now} - x_\text{stale})`,
@@ -67,6 +72,7 @@ import torch
 from torch import Tensor
 from torch.optim import Optimizer
 
+from .ef_gamma import resolve_ef_gamma
 from .schedule import DelaySchedule
 
 CORRECTIONS = ("none", "ef", "taylor")
@@ -74,13 +80,19 @@ FORMULATIONS = ("gradient", "update")
 
 
 class DelayedOptimizer:
-    """Wrap ``optimizer`` so that its steps consume gradients ``delay`` steps old.
+    r"""Wrap ``optimizer`` so that its steps consume gradients ``delay`` steps old.
 
     Args:
         optimizer: any ``torch.optim.Optimizer``.
         delay: an integer τ ≥ 0, or one integer per parameter group (original PipeDream:
             group s of P holds stage s and gets τ_s = P−1−s).
         correction: ``"none"``, ``"ef"`` (update-level Error Feedback) or ``"taylor"``.
+        ef_gamma: γ of EF(γ), :math:`x_{t+1} = x_t - (1+\gamma)u^{(t)} + \gamma u^{(t-1)}`: a
+            number ≥ 0 (default 1, the paper's EF), one number per parameter group, or
+            ``"auto"`` (γ*(β_g, τ_g) per group, β_g read from the group's ``momentum``, or
+            ``betas[0]`` for the Adam family, Lion, SOAP, ... — a heuristic outside T3's
+            model). The resolved values are :attr:`ef_gammas`. Only meaningful with
+            ``correction="ef"``: any other value than 1 with another correction is an error.
         taylor_lambda: λ of the Taylor correction.
         sync_start, sync_cooldown, total_steps: synchronous windows (see module docstring).
         formulation: ``"gradient"`` or ``"update"`` (see module docstring).
@@ -95,6 +107,7 @@ class DelayedOptimizer:
         delay: int | Sequence[int] = 1,
         correction: str = "none",
         *,
+        ef_gamma: float | Sequence[float] | str = 1.0,
         taylor_lambda: float = 0.1,
         sync_start: int = 0,
         sync_cooldown: int = 0,
@@ -122,6 +135,16 @@ class DelayedOptimizer:
             delay, len(optimizer.param_groups), sync_start, sync_cooldown, total_steps
         )
         self.correction = correction
+        if correction != "ef" and not (
+                isinstance(ef_gamma, (int, float)) and not isinstance(ef_gamma, bool)
+                and ef_gamma == 1):
+            raise ValueError(
+                f"ef_gamma={ef_gamma!r} applies only to correction='ef' (this wrapper has "
+                f"correction={correction!r}); leave ef_gamma at 1 or use correction='ef'"
+            )
+        #: γ of EF(γ) per parameter group (floats; ``"auto"`` resolved at construction)
+        self.ef_gammas: tuple[float, ...] = resolve_ef_gamma(
+            ef_gamma, optimizer.param_groups, self.schedule.delays)
         self.taylor_lambda = float(taylor_lambda)
         self.formulation = formulation
         self.track_updates = track_updates
@@ -266,16 +289,25 @@ class DelayedOptimizer:
             if idx:
                 torch._foreach_sub_([updates[i] for i in idx], xs)
             delayed = active[g]
-            if delayed and self.correction == "ef":
-                # x_{t+1} = x_t - 2u + u_prev = (x_t - u) - u + u_prev
+            gam = self.ef_gammas[g]
+            if delayed and self.correction == "ef" and gam != 0.0:
+                # x_{t+1} = x_t - (1+γ)u + γ u_prev = (x_t - u) - γu + γu_prev; γ = 1 keeps the
+                # original alpha-free ops (bit for bit), γ = 0 skips them (exactly "none").
                 prev = self.prev_update[g]
                 if idx:
-                    torch._foreach_sub_(xs, [updates[i] for i in idx])
+                    if gam == 1.0:
+                        torch._foreach_sub_(xs, [updates[i] for i in idx])
+                    else:
+                        torch._foreach_sub_(xs, [updates[i] for i in idx], alpha=gam)
                 if prev is not None:
                     back = [i for i in idx if prev[i] is not None]
                     if back:
-                        torch._foreach_add_([params[i].detach() for i in back],
-                                            [prev[i] for i in back])
+                        if gam == 1.0:
+                            torch._foreach_add_([params[i].detach() for i in back],
+                                                [prev[i] for i in back])
+                        else:
+                            torch._foreach_add_([params[i].detach() for i in back],
+                                                [prev[i] for i in back], alpha=gam)
             self._record(g, updates)
             if delayed and self.correction == "ef":
                 self.prev_update[g] = updates
@@ -284,16 +316,21 @@ class DelayedOptimizer:
                 self.prev_update[g] = None
 
     def _apply_updates(self, g: int, entry: list, delayed: bool) -> None:
-        """``update`` formulation: x ← x − u (plain) or x ← x − 2u + u_prev (EF)."""
+        """``update`` formulation: x ← x − u (plain) or x ← x − (1+γ)u + γu_prev (EF(γ))."""
         params = self.optimizer.param_groups[g]["params"]
         prev = self.prev_update[g]
+        gam = self.ef_gammas[g]
+        ef = delayed and self.correction == "ef"
         for i, (p, u) in enumerate(zip(params, entry)):
             if u is None:
                 continue
-            scale = 2.0 if (delayed and self.correction == "ef") else 1.0
+            scale = 1.0 + gam if ef else 1.0
             p.sub_(u, alpha=scale)
-            if delayed and self.correction == "ef" and prev is not None and prev[i] is not None:
-                p.add_(prev[i])
+            if ef and gam != 0.0 and prev is not None and prev[i] is not None:
+                if gam == 1.0:
+                    p.add_(prev[i])
+                else:
+                    p.add_(prev[i], alpha=gam)
         self._record(g, entry)
         self.prev_update[g] = entry if (delayed and self.correction == "ef") else None
 
@@ -408,13 +445,16 @@ class DelayedOptimizer:
             "prev_update": [None if pu is None else list(pu) for pu in self.prev_update],
             "last_applied": [None if u is None else list(u) for u in self.last_applied],
             "config": {"delays": list(self.schedule.delays), "correction": self.correction,
-                       "formulation": self.formulation},
+                       "formulation": self.formulation, "ef_gamma": list(self.ef_gammas)},
         }
 
     def load_state_dict(self, state: dict) -> None:
-        cfg = state["config"]
+        cfg = dict(state["config"])
+        # checkpoints from before EF(γ) carry no ef_gamma: they were made with γ = 1
+        cfg.setdefault("ef_gamma", [1.0] * len(self.schedule.delays))
+        cfg["ef_gamma"] = [float(v) for v in cfg["ef_gamma"]]
         mine = {"delays": list(self.schedule.delays), "correction": self.correction,
-                "formulation": self.formulation}
+                "formulation": self.formulation, "ef_gamma": list(self.ef_gammas)}
         if cfg != mine:
             raise ValueError(f"checkpoint was made with delay settings {cfg}, this run has {mine}")
         for g, (group, q) in enumerate(zip(self.optimizer.param_groups, state["queues"])):

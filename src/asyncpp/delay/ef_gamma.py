@@ -1,0 +1,171 @@
+r"""EF(γ): the Error Feedback family, and the theory-tuned choice γ*(β, τ).
+
+The family (u(t) the update applied at step t, u(−1) = 0):
+
+.. math::
+    x_{t+1} = x_t - (1+\gamma)\,u(t) + \gamma\,u(t-1).
+
+γ = 1 is the paper's EF, γ = 0 no correction, γ = τ the "τ-scaled" EF. Summing it,
+:math:`v_t = x_t + \gamma u(t-1)` follows the plain sequence :math:`v_{t+1} = v_t - u(t)`.
+
+On :math:`f = h x^2/2` with EMA momentum β (``SGD(momentum=β, dampening=β)``) and delay τ ≥ 1,
+the recursion has the characteristic polynomial (``theory.stability``, T3)
+
+.. math::
+    P(z) = z^\tau (z-1)(z-\beta) + p\,\big((1+\gamma) z - \gamma\big),\qquad p = \eta h(1-\beta),
+
+and it is stable for every ηh below
+:math:`c^*(\beta,\tau,\gamma) = p^*(\beta,\tau,\gamma)/(1-\beta)`.
+:func:`optimal_ef_gamma` returns the γ that maximises :math:`p^*` (hence :math:`c^*`; the
+maximiser does not depend on the learning-rate scaling, so it is the same for heavy-ball
+``dampening=0``). For τ = 1 it is exact (T3, proved in ``theory.stability``):
+
+.. math::
+    \gamma^* = \frac{2\beta}{(2-\beta)^2},\qquad c^* = \frac{(2-\beta)^2}{4(1-\beta)};
+
+for τ ≥ 2 it is found numerically from the exact root locus (grid, then golden section),
+and ``theory.stability.optimal_gamma`` certifies it against an upper bound.
+
+This module is the product's own, dependency-light implementation (numpy only); ``verify/``
+checks that it agrees with ``theory.stability``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Sequence
+from functools import lru_cache
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+AUTO = "auto"
+
+
+def critical_p(beta: float, tau: int, gamma: float) -> float:
+    r"""p* = c*(1−β): the smallest p > 0 at which
+    :math:`z^\tau(z-1)(z-\beta) + p((1+\gamma)z-\gamma)` has a root on the
+    unit circle (root locus: p = −Q(z)/R(z) real at a unit-circle root of
+    :math:`z^n(Q(z)R(1/z) - Q(1/z)R(z))`); ``inf`` if there is none. τ ≥ 1."""
+    Q = np.polymul(np.polymul([1.0, -1.0], [1.0, -float(beta)]), np.r_[1.0, np.zeros(tau)])
+    n = len(Q) - 1
+    R = np.r_[np.zeros(n - 1), 1.0 + gamma, -gamma]
+    H = np.trim_zeros(np.polysub(np.polymul(Q, R[::-1]), np.polymul(Q[::-1], R)), "f")
+    best = math.inf
+    for zz in np.roots(H):
+        if abs(abs(zz) - 1.0) > 1e-6:
+            continue
+        zz = zz / abs(zz)
+        den = np.polyval(R, zz)
+        if abs(den) < 1e-14:
+            continue
+        v = -np.polyval(Q, zz) / den
+        if abs(v.imag) <= 1e-7 * max(1.0, abs(v)) and v.real > 1e-12:
+            best = min(best, float(v.real))
+    return best
+
+
+@lru_cache(maxsize=256)
+def optimal_ef_gamma(beta: float, tau: int) -> float:
+    r"""γ*(β, τ) = argmax over γ ≥ 0 of the critical step c*(β, τ, γ) of EF(γ).
+
+    τ = 1: :math:`\gamma^* = 2\beta/(2-\beta)^2` (exact). τ ≥ 2: grid over [0, 3τ + 3] then
+    golden section on the bracket of the best grid point (|Δγ| < 1e-9). τ = 0: 0.0 (a
+    synchronous group is never corrected)."""
+    if isinstance(tau, bool) or not isinstance(tau, (int, np.integer)) or tau < 0:
+        raise ValueError(f"tau must be an integer delay >= 0, got {tau!r}")
+    b = float(beta)
+    if not 0.0 <= b < 1.0:
+        raise ValueError(f"beta (momentum) must lie in [0, 1), got {beta!r}")
+    if tau == 0:
+        return 0.0
+    if tau == 1:
+        return 2.0 * b / (2.0 - b) ** 2
+    hi = 3.0 * tau + 3.0
+    grid = np.linspace(0.0, hi, 301)
+    vals = [critical_p(b, tau, g) for g in grid]
+    i = int(np.argmax(vals))
+    lo_g, hi_g = grid[max(0, i - 1)], grid[min(len(grid) - 1, i + 1)]
+    invphi = (math.sqrt(5.0) - 1.0) / 2.0
+    a, d = lo_g, hi_g
+    b1, c1 = d - invphi * (d - a), a + invphi * (d - a)
+    fb, fc = critical_p(b, tau, b1), critical_p(b, tau, c1)
+    while d - a > 1e-9:
+        if fb >= fc:
+            d, c1, fc = c1, b1, fb
+            b1 = d - invphi * (d - a)
+            fb = critical_p(b, tau, b1)
+        else:
+            a, b1, fb = b1, c1, fc
+            c1 = a + invphi * (d - a)
+            fc = critical_p(b, tau, c1)
+    g = 0.5 * (a + d)
+    return float(g) if critical_p(b, tau, g) >= vals[i] else float(grid[i])
+
+
+def group_beta(group: dict) -> tuple[float, bool]:
+    r"""(β, in_model): the momentum β of a parameter group, and whether the optimizer is
+    inside T3's model (EMA/heavy-ball momentum: SGD ``momentum``, Muon ``momentum``).
+
+    Groups with ``use_muon=False`` (Muon's AdamW part) and optimizers with ``betas`` (Adam
+    family, Lion, SOAP, MARS, Adan) give β₁ = ``betas[0]``: outside T3's model, a heuristic."""
+    if group.get("use_muon", True) and "momentum" in group:
+        return float(group["momentum"]), True
+    if "betas" in group:
+        return float(tuple(group["betas"])[0]), False
+    if "momentum" in group:
+        return float(group["momentum"]), True
+    raise ValueError(
+        "ef_gamma='auto' reads the momentum β of each parameter group from its 'momentum' "
+        f"or 'betas' entry, but a group has neither (keys: {sorted(k for k in group)}); "
+        "pass a number or one number per group instead"
+    )
+
+
+def resolve_ef_gamma(ef_gamma, groups: Sequence[dict], delays: Sequence[int]) -> tuple[float, ...]:
+    """One γ per parameter group from a number, a per-group sequence of numbers, or
+    ``"auto"`` (γ*(β_g, τ_g) with β_g from :func:`group_beta`, τ_g the group's delay).
+
+    Raises one ``ValueError`` naming the bad value for anything else (negative, non-finite,
+    wrong length, unknown string)."""
+    n = len(groups)
+    if isinstance(ef_gamma, str):
+        if ef_gamma.strip().lower() != AUTO:
+            raise ValueError(
+                f"ef_gamma must be a number >= 0, one number per parameter group, or 'auto'; "
+                f"got {ef_gamma!r}"
+            )
+        out = []
+        for g, (group, tau) in enumerate(zip(groups, delays)):
+            beta, exact = group_beta(group)
+            if not 0.0 <= beta < 1.0:
+                raise ValueError(f"ef_gamma='auto' needs a momentum β in [0, 1); parameter "
+                                 f"group {g} has β = {beta!r}")
+            gam = optimal_ef_gamma(beta, int(tau))
+            if not exact:
+                log.info("ef_gamma='auto': group %d uses beta1 = %g of an optimizer outside "
+                         "T3's momentum model (a heuristic): gamma = %.6g", g, beta, gam)
+            out.append(gam)
+        return tuple(out)
+    if isinstance(ef_gamma, Sequence):
+        vals = tuple(ef_gamma)
+        if len(vals) != n:
+            raise ValueError(
+                f"got {len(vals)} per-group ef_gamma values for {n} parameter groups; pass one "
+                "per group, a single number, or 'auto'"
+            )
+    else:
+        vals = (ef_gamma,) * n
+    for v in vals:
+        if (isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating))
+                or not math.isfinite(float(v)) or float(v) < 0):
+            raise ValueError(
+                f"ef_gamma must be a finite number >= 0 (1 = the paper's EF, 0 = none), one "
+                f"per parameter group, or 'auto'; got {v!r} (in ef_gamma={ef_gamma!r})"
+            )
+    return tuple(float(v) for v in vals)
+
+
+__all__ = ["AUTO", "critical_p", "group_beta", "optimal_ef_gamma", "resolve_ef_gamma"]
