@@ -155,7 +155,7 @@ def test_init_is_independent_of_the_split():
 
 
 def test_pipeline_layers_feed_the_executor_partition():
-    partition = pytest.importorskip("asyncpp.pipeline.partition")
+    partition = pytest.importorskip("asyncpp.pipeline.stages")
     model = build_model("tiny", seed=2).eval()
     layers = model.pipeline_layers()
     assert [n for n, _ in layers] == ["tok_embeddings", "layers.0", "layers.1", "norm", "output"]

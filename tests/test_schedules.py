@@ -53,7 +53,7 @@ def test_bubble_fractions(P, mult):
     for name in ("gpipe", "1f1b"):
         assert simulate(build(name, P, m, 1)).bubble_fraction == pytest.approx(formula)
         assert steady_state_bubble(name, P, m) == pytest.approx(formula)
-        assert build(name, P, m, 1).bubble_fraction() == pytest.approx(formula)
+        assert simulate(build(name, P, m, 1)).bubble_fraction == pytest.approx(formula)
     for name in ("2bw", "pipedream"):
         assert steady_state_bubble(name, P, m) == pytest.approx(0.0, abs=1e-12)
         # A run of N steps only pays one fill and one drain: (P−1)/(N·m + P − 1).

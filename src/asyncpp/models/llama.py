@@ -193,7 +193,7 @@ class Transformer(nn.Module):
     def pipeline_layers(self) -> list[tuple[str, nn.Module]]:
         """The model as an ordered composition ``name → module`` with ``forward(x)`` each:
         ``[tok_embeddings, layers.i…, norm, output]`` (pieces that are ``None`` omitted). Names
-        are the full model's, so ``asyncpp.pipeline.partition.build_stages`` can split it and a
+        are the full model's, so ``asyncpp.pipeline.stages.build_stages`` can split it and a
         stage's ``state_dict`` keys match the whole model's."""
         out: list[tuple[str, nn.Module]] = []
         if self.tok_embeddings is not None:

@@ -42,7 +42,7 @@ def partition_layers(n_layers: int, n_stages: int) -> list[range]:
 def pipeline_boundaries(n_layers: int, n_stages: int) -> list[int]:
     """The same partition as boundaries over ``Transformer.pipeline_layers()`` =
     ``[tok_embeddings, layers.0 … layers.{L-1}, norm, output]`` (L + 3 entries): P + 1
-    increasing indices from 0 to L + 3, for ``asyncpp.pipeline.partition.build_stage``."""
+    increasing indices from 0 to L + 3, for ``asyncpp.pipeline.stages.build_stage``."""
     ranges = partition_layers(n_layers, n_stages)
     return [0] + [1 + r.start for r in ranges[1:]] + [n_layers + 3]
 

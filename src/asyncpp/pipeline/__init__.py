@@ -71,31 +71,47 @@ rank exits, and its peers' waits fail in turn. Differing configurations across r
 ``ValueError`` on every rank at construction.
 """
 
-from .executor import PipelineError, PipelineExecutor, stage_delay
-from .partition import (
-    StageModule,
-    balanced_boundaries,
-    build_stage,
-    build_stages,
-    layer_costs,
-    partition,
-)
-from .schedules import (
-    SCHEDULES,
-    Backward,
-    Forward,
-    OptimizerStep,
-    Recv,
-    Schedule,
-    Send,
-    build,
-    version_of,
-)
-from .simulator import Interval, SimResult, simulate, steady_state_bubble
-from .topology import PipelineTopology, init_distributed
+import importlib
+
+from .registry import ASYNC_SCHEDULES, PIPELINE_SCHEDULES, SPECS, ScheduleSpec, get_spec
+
+# Loaded on first use, so that the registry (and the configuration that reads it) does not import
+# torch.
+_LAZY = {
+    "Backward": "schedules",
+    "Forward": "schedules",
+    "Interval": "simulator",
+    "OptimizerStep": "schedules",
+    "PipelineError": "executor",
+    "StepOutput": "executor",
+    "PipelineExecutor": "executor",
+    "PipelineTopology": "topology",
+    "Recv": "schedules",
+    "SCHEDULES": "schedules",
+    "Schedule": "schedules",
+    "Send": "schedules",
+    "SimResult": "simulator",
+    "StageModule": "stages",
+    "balanced_boundaries": "stages",
+    "build": "schedules",
+    "build_stage": "stages",
+    "partition": "stages",
+    "build_stages": "stages",
+    "init_distributed": "topology",
+    "layer_costs": "stages",
+    "simulate": "simulator",
+    "stage_delay": "executor",
+    "steady_state_bubble": "simulator",
+    "version_of": "schedules",
+}
 
 __all__ = [
+    "ASYNC_SCHEDULES",
+    "PIPELINE_SCHEDULES",
     "SCHEDULES",
+    "SPECS",
+    "ScheduleSpec",
+    "get_spec",
     "Backward",
     "Forward",
     "Interval",
@@ -107,16 +123,23 @@ __all__ = [
     "Schedule",
     "Send",
     "SimResult",
+    "StepOutput",
     "StageModule",
     "balanced_boundaries",
     "build",
     "build_stage",
     "build_stages",
+    "partition",
     "init_distributed",
     "layer_costs",
-    "partition",
     "simulate",
     "stage_delay",
     "steady_state_bubble",
     "version_of",
 ]
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

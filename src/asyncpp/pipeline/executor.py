@@ -37,7 +37,8 @@ import hashlib
 import json
 import logging
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 import torch
@@ -47,7 +48,9 @@ from torch.func import functional_call
 from torch.optim import Optimizer
 
 from ..delay import DelayedOptimizer
+from ..optim import clip_coefficient, scale_, squared_norm
 from . import schedules as S
+from .registry import get_spec
 from .topology import PipelineTopology
 
 log = logging.getLogger(__name__)
@@ -71,13 +74,46 @@ def _alias(t: Tensor) -> Tensor:
 
 def stage_delay(schedule: str, num_stages: int, stage: int) -> int:
     """The delay τ of a stage's updates: 2BW 1, PipeDream P − 1 − s, GPipe/1F1B 0."""
-    name = str(schedule).lower()
-    if name not in S.SCHEDULES:
+    spec = get_spec(schedule)
+    if not spec.needs_pipeline:
         raise ValueError(f"unknown pipeline schedule {schedule!r}; allowed: "
                          f"{', '.join(S.SCHEDULES)}")
-    if not 0 <= stage < num_stages:
-        raise ValueError(f"stage {stage} out of range for {num_stages} stages")
-    return {"gpipe": 0, "1f1b": 0, "2bw": 1}.get(name, num_stages - 1 - stage)
+    return spec.stage_delay(num_stages, stage)
+
+
+@dataclass
+class StepOutput:
+    r"""What one stage reports when it completes step ``step`` (its last update of the step
+    has been issued). Everything stays on the device; nothing here synchronises the host.
+
+    ``loss``: on the last stage, the step's loss (mean over its m microbatches, this
+    data-parallel replica), a float64 0-dim tensor; ``None`` on the other stages.
+    ``grad_sq``: float64 tensor of one entry per update of the step (PipeDream: m), this
+    stage's :math:`\|g_s\|^2` after the data-parallel mean and before clipping; a weight tied
+    between the first and the last stage counts once, on the first stage (as their sum).
+    """
+
+    step: int
+    loss: Tensor | None
+    grad_sq: Tensor
+
+
+@dataclass
+class _PendingUpdate:
+    """An update whose gradient is ready but which waits for its reductions, or for the
+    moment a forward needs the version it produces (see ``_apply_pending``)."""
+
+    action: S.OptimizerStep
+    grads: dict
+    stale: dict
+    norm_work: object = None
+    norm_sq: Tensor | None = None
+    tie_works: list = field(default_factory=list)
+    tie_done: Callable | None = None
+
+    def ready(self) -> bool:
+        works = [w for w in [self.norm_work, *self.tie_works] if w is not None]
+        return all(w.is_completed() for w in works)
 
 
 class PipelineExecutor:
@@ -108,6 +144,13 @@ class PipelineExecutor:
             when the optimizer does it itself).
         on_gradients: optional callback ``(update_index, {name: grad})`` after reduction and
             clipping, before the update.
+        clip_scope: with ``max_grad_norm``, ``"global"`` clips by the norm over all stages
+            (one asynchronous scalar all-reduce per update), ``"stage"`` by each stage's own.
+        before_update: optional callback ``(applied_at)`` right before each update is applied,
+            with the simulated step a(u) it belongs to (:attr:`OptimizerStep.applied_at`),
+            e.g. to set that step's learning rate.
+        forward_fn: optional replacement for ``functional_call(stage, weights, args)`` with
+            the same signature ``(stage, weights, args)``, e.g. a ``torch.compile``-d one.
         config: extra settings (e.g. the training config as a dict) that must agree on all
             ranks; compared at start-up together with the executor's own.
     """
@@ -129,12 +172,19 @@ class PipelineExecutor:
         reduce_dp_gradients: bool = True,
         on_gradients: Callable[[int, dict[str, Tensor]], None] | None = None,
         config: Mapping | None = None,
+        clip_scope: str = "global",
+        before_update: Callable[[int], None] | None = None,
+        forward_fn: Callable | None = None,
     ) -> None:
-        name = str(schedule).lower()
-        if name not in S.SCHEDULES:
+        spec = get_spec(schedule)
+        if not spec.needs_pipeline:
             raise ValueError(
                 f"unknown pipeline schedule {schedule!r}; allowed: {', '.join(S.SCHEDULES)}"
             )
+        name = spec.name
+        self.spec = spec
+        if clip_scope not in ("global", "stage"):
+            raise ValueError(f"clip_scope must be 'global' or 'stage', got {clip_scope!r}")
         if not isinstance(num_microbatches, int) or num_microbatches < 1:
             raise ValueError(f"num_microbatches must be a positive integer, got "
                              f"{num_microbatches!r}")
@@ -149,6 +199,9 @@ class PipelineExecutor:
         self.num_microbatches = num_microbatches
         self.timeout = float(timeout)
         self.max_grad_norm = max_grad_norm
+        self.clip_scope = clip_scope
+        self.before_update = before_update
+        self.forward_fn = forward_fn
         self.loss_fn = loss_fn
         self.on_gradients = on_gradients
         self.stage = stage
@@ -197,8 +250,21 @@ class PipelineExecutor:
         self._versions: dict[int, dict[str, Tensor]] = {0: self._alias_master()}
         self._newest = 0
         self.next_step = 0
-        self.last_grad_norm: float | None = None
+        self._last_norm_sq: Tensor | None = None
         self._act_meta: tuple | None = None
+        self._end: int | None = None
+        self._max_forwarded = -1
+        self._next_item = (0, 0)
+        self._pending: list[_PendingUpdate] = []
+        self._inflight_versions: list[int] = []
+        self.updates_issued = 0
+
+    @property
+    def last_grad_norm(self) -> float | None:
+        """The global gradient norm of the last update (``clip_scope='global'`` with
+        ``max_grad_norm``), fetched from the device (a host synchronisation: for tests and
+        debugging, not the training loop)."""
+        return None if self._last_norm_sq is None else math.sqrt(float(self._last_norm_sq))
 
     def _setup(self, optimizer, tied_parameters, name: str, P: int, s: int) -> None:
         """Rank-local validation: the delay-core wrapper and the tied weights."""
@@ -219,9 +285,9 @@ class PipelineExecutor:
                     f"delay={tau}"
                 )
             windows = dopt.schedule.sync_start or dopt.schedule.sync_cooldown
-            if windows and name == "pipedream":
+            if windows and not self.spec.sync_windows:
                 raise ValueError("synchronous start/cooldown is supported with the 2bw schedule "
-                                 "(and trivially gpipe/1f1b), not pipedream; set them to 0")
+                                 f"(and trivially gpipe/1f1b), not {name}; set them to 0")
         elif isinstance(optimizer, Optimizer):
             dopt = DelayedOptimizer(optimizer, delay=tau)
         else:
@@ -245,9 +311,12 @@ class PipelineExecutor:
                 raise ValueError(f"tied parameter {k!r} is not a parameter of this stage")
         if P == 1:
             self.tied = {}
-        if self.tied and name == "pipedream":
+        if self.tied and not self.spec.tied_weights:
             raise ValueError("tied first/last-stage weights need equal delays on both stages; "
-                             "pipedream gives them P-1 and 0 — untie them or use 2bw")
+                             f"{name} gives them P-1 and 0 — untie them or use 2bw")
+        if self.clip_scope == "stage" and self.tied and self.max_grad_norm is not None:
+            raise ValueError("clip_scope='stage' with weights tied between the first and the last "
+                             "stage has no single-model equivalent; use clip_scope='global'")
 
     # -- configuration ---------------------------------------------------------------------
     def _describe(self, config) -> dict:
@@ -257,7 +326,8 @@ class PipelineExecutor:
         return {
             "schedule": self.schedule_name, "num_stages": self.num_stages,
             "num_microbatches": self.num_microbatches, "dp_size": self.topo.dp_size,
-            "max_grad_norm": self.max_grad_norm, "timeout": self.timeout,
+            "max_grad_norm": self.max_grad_norm, "clip_scope": self.clip_scope,
+            "timeout": self.timeout,
             "reduce_dp_gradients": self.reduce_dp_gradients,
             "correction": dopt.correction, "taylor_lambda": dopt.taylor_lambda,
             "sync_start": dopt.schedule.sync_start, "sync_cooldown": dopt.schedule.sync_cooldown,
@@ -354,7 +424,7 @@ class PipelineExecutor:
         return dict(self._versions[v])
 
     def _sync_predicate(self):
-        if self.schedule_name != "2bw":
+        if not self.spec.sync_windows:
             return None
         sched = self.optimizer.schedule
         if not (sched.sync_start or sched.sync_cooldown):
@@ -383,21 +453,18 @@ class PipelineExecutor:
             f"({cause})"
         )
 
-    def _post(self, ops: list[tuple[str, Tensor, int]]):
-        """Post sends/receives (op, tensor, global peer rank) in order; returns works."""
+    def _post(self, ops: list[tuple[str, Tensor, int]]) -> list:
+        """Post sends/receives (op, tensor, global peer rank) together with one
+        ``batch_isend_irecv`` — the same call on gloo (CPU) and NCCL (GPU), so the CPU tests
+        run the code multi-GPU users run. Returns one work per op (NCCL may return a single
+        work for the whole batch; callers handle both)."""
         g = self.topo.pp_group
-        if self.device.type == "cuda":
-            p2p = [dist.P2POp(dist.isend if op == "send" else dist.irecv, tensor, peer, g)
-                   for op, tensor, peer in ops]
+        p2p = [dist.P2POp(dist.isend if op == "send" else dist.irecv, tensor, peer, g)
+               for op, tensor, peer in ops]
+        try:
             return dist.batch_isend_irecv(p2p)
-        works = []
-        for op, tensor, peer in ops:
-            fn = dist.isend if op == "send" else dist.irecv
-            try:
-                works.append(fn(tensor, peer, group=g))
-            except Exception as e:
-                raise self._error(f"posting a {op}", peer, e) from e
-        return works
+        except Exception as e:
+            raise self._error("posting sends/receives", ops[0][2], e) from e
 
     def _header(self, x: Tensor) -> Tensor:
         if x.ndim > _HEADER - 2 or x.dtype not in _DTYPES:
@@ -408,7 +475,7 @@ class PipelineExecutor:
 
     def _communicate(self, group: list, st: dict) -> None:
         """Post one run of consecutive Send/Recv actions together, then wait for the
-        receives (sends complete in the background and are waited at the end)."""
+        receives (sends complete in the background and are waited later)."""
         t = self.topo
         ops, recvs = [], []
         for a in group:
@@ -472,60 +539,110 @@ class PipelineExecutor:
         if batch.shape[0] % m:
             raise ValueError(f"a batch of {batch.shape[0]} {what} cannot be split into "
                              f"{m} equal microbatches; use a batch size divisible by {m}")
-        return [x.to(self.device) for x in torch.tensor_split(batch, m, dim=0)]
+        return [x.to(self.device, non_blocking=True) for x in torch.tensor_split(batch, m, dim=0)]
 
     def train_steps(self, batches: Iterable) -> list[float]:
-        """Run len(batches) optimizer steps; ``batches`` yields ``(inputs, targets)`` (the
-        first stage reads only inputs, the last only targets; others may pass ``None``).
-        Returns the loss of each step (mean over its microbatches and over data-parallel
-        replicas) on every rank. Steps chain across calls: 2BW's in-flight weight versions
-        and delayed gradients carry over, the pipeline merely drains at the end of a call."""
+        """Run len(batches) optimizer steps and drain; ``batches`` yields ``(inputs,
+        targets)`` (the first stage reads only inputs, the last only targets; others may pass
+        ``None``). Returns the loss of each step (mean over its microbatches and over
+        data-parallel replicas) on every rank — one all-reduce and one host synchronisation
+        per call. Steps chain across calls (weight versions and delayed gradients carry over);
+        :meth:`run_steps` streams without the drain and the synchronisation."""
         batches = list(batches)
         if not batches:
             return []
+        outs = list(self.run_steps(batches, len(batches)))
+        losses = torch.zeros(len(outs), dtype=torch.float64, device=self.device)
+        if self.topo.is_last:
+            losses.copy_(torch.stack([o.loss for o in outs]))
+        return self._gather_losses(losses, self.topo.is_last)
+
+    def end_after(self, step: int) -> None:
+        """Make the running :meth:`run_steps` stop after step ``step`` (drain there). Every
+        rank must ask for the same step, and no stage may have started a later step: the
+        caller decides it from information every rank shares, early enough (the trainer
+        decides ``lookahead + 1`` steps ahead, see :meth:`ScheduleSpec.lookahead_steps`)."""
+        if self._end is None:
+            raise ValueError("end_after() is only meaningful while run_steps() is running")
+        if step + 1 > self._end:
+            return
+        if step < self._max_forwarded:
+            raise PipelineError(
+                f"cannot end the pipeline after step {step}: this stage already started step "
+                f"{self._max_forwarded} (the stop was decided too late)")
+        self._end = step + 1
+
+    def run_steps(self, batches: Iterable, num_steps: int) -> Iterator[StepOutput]:
+        r"""Stream up to ``num_steps`` optimizer steps without draining between them: pull
+        step t's ``(inputs, targets)`` from ``batches`` when this stage first needs it (every
+        stage pulls every step's batch, in order, so iterators that advance a sampler stay in
+        step on all ranks), and yield a :class:`StepOutput` as this stage completes each step.
+        The pipeline drains once, at the end (after ``num_steps`` steps, or where
+        :meth:`end_after` moved the end). Deferred updates are all applied by then, so
+        :meth:`evaluate`, :meth:`state_dict` and the next call see a quiet pipeline.
+
+        Updates: the gradient of step t is reduced (data-parallel mean; tied-weight sum and
+        global-norm scalar as asynchronous all-reduces) as soon as this stage's last backward of
+        t is done, and the update is applied when its reductions have completed or, at the
+        latest, right before the first forward that reads the version it produces (2BW:
+        the forwards of step t + 2). So no stage waits for another at an update unless the
+        schedule makes it (PipeDream with global clipping: the last stage applies each update
+        before its next forward, so it waits for the first stage's backward of it)."""
+        if not isinstance(num_steps, int) or num_steps < 0:
+            raise ValueError(f"num_steps must be a non-negative integer, got {num_steps!r}")
+        if num_steps == 0:
+            return
         t0 = self.next_step
-        T = len(batches)
-        sched = S.build(self.schedule_name, self.num_stages, self.num_microbatches, T,
-                        start_step=t0, sync_steps=self._sync_predicate())
-        s = self.topo.stage
-        acts = sched.actions[s]
-        plan = sched.version_plan(s)
+        self._end = t0 + num_steps
+        gen = S.stage_actions(self.schedule_name, self.num_stages, self.num_microbatches,
+                              self.topo.stage, t0, lambda: self._end,
+                              sync_steps=self._sync_predicate())
         first, last = self.topo.is_first, self.topo.is_last
-        inputs, targets = {}, {}
-        for k, b in enumerate(batches):
-            if not (isinstance(b, (tuple, list)) and len(b) == 2):
-                raise ValueError("each batch must be a pair (inputs, targets)")
-            if first:
-                inputs[t0 + k] = self._split(b[0], "inputs")
-            if last:
-                targets[t0 + k] = self._split(b[1], "targets")
+        it = iter(batches)
         st = {"inflight": {}, "accum": {}, "in_msgs": {}, "out_msgs": {}, "send_works": [],
-              "losses": torch.zeros(T, dtype=torch.float64, device=self.device),
+              "data": {}, "losses": {}, "grad_sq": {}, "pulled": t0 - 1,
               "header_sent": False, "header_recvd": False}
-        scale = 1.0 if self.schedule_name == "pipedream" else 1.0 / self.num_microbatches
-        i = 0
-        while i < len(acts):
-            a = acts[i]
-            if isinstance(a, (S.Send, S.Recv)):
-                j = i
-                while j < len(acts) and isinstance(acts[j], (S.Send, S.Recv)):
-                    j += 1
-                self._communicate(list(acts[i:j]), st)
-                i = j
-                continue
-            if isinstance(a, S.Forward):
-                self._forward(a, st, inputs, targets, scale, t0)
-            elif isinstance(a, S.Backward):
-                self._backward(a, st)
-            else:
-                self._update(a, st, plan.keep_old[i])
-            for v in plan.free_after[i]:
-                self._versions.pop(v, None)
-            i += 1
-        self._drain_sends(st)
-        self.next_step = t0 + T
-        losses = st["losses"]
-        return self._gather_losses(losses, last)
+        k = self.spec.updates_per_step(self.num_microbatches)
+        scale = 1.0 / (self.num_microbatches // k)
+        comm: list = []
+        try:
+            for a in gen:
+                if isinstance(a, (S.Send, S.Recv)):
+                    comm.append(a)
+                    continue
+                if comm:
+                    self._communicate(comm, st)
+                    comm = []
+                if isinstance(a, S.Forward):
+                    while st["pulled"] < a.step:
+                        st["pulled"] += 1
+                        b = next(it, None)
+                        if not (isinstance(b, (tuple, list)) and len(b) == 2):
+                            raise ValueError(
+                                f"step {st['pulled']}: each batch must be a pair (inputs, "
+                                f"targets), got {type(b).__name__}"
+                                + (" (the batches ran out)" if b is None else ""))
+                        st["data"][st["pulled"]] = (
+                            self._split(b[0], "inputs") if first else None,
+                            self._split(b[1], "targets") if last else None)
+                    self._apply_pending(need_version=a.version)
+                    self._forward(a, st, scale)
+                elif isinstance(a, S.Backward):
+                    self._backward(a, st)
+                else:
+                    self._launch_update(a, st)
+                    done = a.mb is None or a.mb == self.num_microbatches - 1
+                    if done:
+                        yield StepOutput(a.step, st["losses"].pop(a.step, None),
+                                         torch.stack(st["grad_sq"].pop(a.step)))
+                self._apply_pending(need_version=None)
+            if comm:
+                self._communicate(comm, st)
+            self._apply_pending(need_version=math.inf)
+            self._drain_sends(st)
+            self.next_step = self._end
+        finally:
+            self._end = None
 
     def _gather_losses(self, losses: torch.Tensor, last: bool) -> list[float]:
         """Per-step losses on every rank: the last stage's (mean over DP replicas) are summed
@@ -540,44 +657,55 @@ class PipelineExecutor:
         return [float(x) for x in losses.tolist()]
 
     def _key(self, step: int, mb: int):
-        return (step, mb) if self.schedule_name == "pipedream" else (step,)
+        return (step, mb) if self.spec.per_microbatch_updates else (step,)
 
-    def _forward(self, a: S.Forward, st, inputs, targets, scale, t0) -> None:
+    def _forward(self, a: S.Forward, st, scale: float) -> None:
         key = self._key(a.step, a.mb)
         leaves = st["accum"].get(key)
         if leaves is None:
             version = self._versions[a.version]
             leaves = {n: (_alias(version[n]).requires_grad_(True) if p.requires_grad
                           else version[n]) for n, p in self._params}
-            st["accum"][key] = leaves
+            st["accum"][key] = (leaves, version)
+        else:
+            leaves = leaves[0]
+        xs, ys = st["data"][a.step]
         if self.topo.is_first:
-            x = inputs[a.step][a.mb]
+            x = xs[a.mb]
         else:
             x = st["in_msgs"].pop((S.ACTIVATION, a.step, a.mb))
             if x.is_floating_point():
                 x.requires_grad_(True)
+        call = self.forward_fn or functional_call
         with torch.enable_grad():
             if self.topo.is_last:
-                y = targets[a.step][a.mb]
+                y = ys[a.mb]
                 if self.loss_fn is not None:
-                    out = self.loss_fn(functional_call(self.stage, leaves, (x,)), y)
+                    out = self.loss_fn(call(self.stage, leaves, (x,)), y)
                 else:
-                    out = functional_call(self.stage, leaves, (x, y))
+                    out = call(self.stage, leaves, (x, y))
                 if not (isinstance(out, Tensor) and out.numel() == 1):
                     raise ValueError("the last stage must produce a scalar loss (give loss_fn, "
                                      "or make stage(x, targets) return the loss)")
-                st["losses"][a.step - t0] += out.detach().double().reshape(()) \
-                    * (1.0 / self.num_microbatches)
+                contrib = out.detach().double().reshape(()) * (1.0 / self.num_microbatches)
+                prev = st["losses"].get(a.step)
+                st["losses"][a.step] = contrib if prev is None else prev + contrib
                 out = out * scale
             else:
-                out = functional_call(self.stage, leaves, (x,))
+                out = call(self.stage, leaves, (x,))
                 if not isinstance(out, Tensor) or not out.is_floating_point():
                     raise ValueError("a non-last stage must return one floating-point tensor")
                 st["out_msgs"][(S.ACTIVATION, a.step, a.mb)] = out.detach().contiguous()
-        st["inflight"][(a.step, a.mb)] = (x, out)
+        st["inflight"][(a.step, a.mb)] = (x, out, a.version)
+        self._max_forwarded = max(self._max_forwarded, a.step)
+        self._next_item = (a.step, a.mb + 1) if a.mb + 1 < self.num_microbatches \
+            else (a.step + 1, 0)
+        if a.mb == self.num_microbatches - 1:
+            st["data"].pop(a.step, None)
+        self._inflight_versions = sorted(v for *_, v in st["inflight"].values())
 
     def _backward(self, a: S.Backward, st) -> None:
-        x, out = st["inflight"].pop((a.step, a.mb))
+        x, out, _ = st["inflight"].pop((a.step, a.mb))
         if self.topo.is_last:
             torch.autograd.backward(out)
         else:
@@ -586,16 +714,83 @@ class PipelineExecutor:
         if not self.topo.is_first:
             g = x.grad if x.grad is not None else torch.zeros_like(x)
             st["out_msgs"][(S.GRADIENT, a.step, a.mb)] = g.contiguous()
+        self._inflight_versions = sorted(v for *_, v in st["inflight"].values())
+
+    # -- updates -------------------------------------------------------------------------------
+    def _needed_from(self) -> int:
+        """The oldest version still to be read: by the next forward (the successor of the last
+        forwarded microbatch, whichever call runs it), an in-flight backward, or a queued
+        update's Taylor correction."""
+        t, i = self._next_item
+        v = S.version_of(self.schedule_name, self.num_stages, self.num_microbatches,
+                         self.topo.stage, t, i, self._sync_predicate())
+        taylor = [p.action.version for p in self._pending] \
+            if self.optimizer.correction == "taylor" else []
+        return min([v, *self._inflight_versions, *taylor])
 
     @torch.no_grad()
-    def _update(self, a: S.OptimizerStep, st, keep_old: bool) -> None:
-        leaves = st["accum"].pop(self._key(a.step, a.mb if a.mb is not None else 0))
+    def _launch_update(self, a: S.OptimizerStep, st) -> None:
+        """Collect the gradient of update ``a``, reduce it over data-parallel replicas, start
+        the tied-weight and global-norm all-reduces, and queue the update."""
+        leaves, stale = st["accum"].pop(self._key(a.step, a.mb if a.mb is not None else 0))
         grads = {n: (leaves[n].grad if p.requires_grad else None) for n, p in self._params}
-        self._reduce(grads)
+        t = self.topo
+        names = [n for n, _ in self._params]
+        if t.dp_group is not None and self.reduce_dp_gradients:
+            self._all_reduce_mean(grads, names, t.dp_group, t.dp_size, "data-parallel")
+        pend = _PendingUpdate(a, grads, stale)
+        tied = sorted(self.tied, key=lambda n: self.tied[n]) \
+            if (self.tied and t.tie_group is not None) else []
+        if tied:
+            pend.tie_works, pend.tie_done = self._all_reduce_async(grads, tied, t.tie_group,
+                                                                  "tied-weight")
+        # This stage's share of the squared norm: the tied sum counts once, on the first
+        # stage, which needs the tied all-reduce first (the last stage launched it when it
+        # finished the same step, earlier).
+        skip = set(self.tied) if (t.is_last and t.num_stages > 1) else set()
+        if tied and t.is_first:
+            for w in pend.tie_works:
+                self._wait(w, "the tied-weight all-reduce")
+            pend.tie_done()
+            pend.tie_works, pend.tie_done = [], None
+        sq = squared_norm([grads[n] for n in names if n not in skip and grads[n] is not None],
+                          device=self.device)
+        st["grad_sq"].setdefault(a.step, []).append(sq)
+        if self.max_grad_norm is not None:
+            if self.clip_scope == "global" and t.pp_group is not None and t.num_stages > 1:
+                total = sq.clone()
+                pend.norm_work = dist.all_reduce(total, group=t.pp_group, async_op=True)
+                pend.norm_sq = total
+            else:
+                pend.norm_sq = sq
+        self._pending.append(pend)
+
+    def _apply_pending(self, need_version) -> None:
+        """Apply queued updates in order: all whose reductions are done, and — waiting for
+        them — every one up to the update producing ``need_version`` (``math.inf``: all)."""
+        while self._pending:
+            pend = self._pending[0]
+            must = need_version is not None and pend.action.update < need_version
+            if not (must or pend.ready()):
+                break
+            self._pending.pop(0)
+            self._apply(pend)
+
+    @torch.no_grad()
+    def _apply(self, pend: _PendingUpdate) -> None:
+        a, grads = pend.action, pend.grads
+        for w in pend.tie_works:
+            self._wait(w, "the tied-weight all-reduce")
+        if pend.tie_done is not None:
+            pend.tie_done()
+        if pend.norm_sq is not None:
+            self._wait(pend.norm_work, "the gradient-norm all-reduce")
+            self._last_norm_sq = pend.norm_sq
+            scale_([g for g in grads.values() if g is not None],
+                   clip_coefficient(pend.norm_sq, self.max_grad_norm))
         if self.on_gradients is not None:
             self.on_gradients(a.update, {n: g for n, g in grads.items() if g is not None})
-        stale = self._versions[a.version]
-        if keep_old:
+        if self._newest >= self._needed_from():  # the version it replaces is still read
             for _, p in self._params:
                 p.data = p.data.clone()
         for n, p in self._params:
@@ -603,63 +798,58 @@ class PipelineExecutor:
         dopt = self.optimizer
         stale_params = None
         if dopt.correction == "taylor":
-            stale_params = [[stale[self._name_of[id(p)]] for p in g["params"]]
+            stale_params = [[pend.stale[self._name_of[id(p)]] for p in g["params"]]
                             for g in dopt.param_groups]
         dopt.step_count = a.applied_at
+        if self.before_update is not None:
+            self.before_update(a.applied_at)
         dopt.apply_stale(a.delay, stale_params=stale_params)
         for _, p in self._params:
             p.grad = None
         self._newest = a.new_version
         self._versions[a.new_version] = self._alias_master()
-
-    def _reduce(self, grads: dict[str, Tensor | None]) -> None:
-        """Data-parallel mean, tied-copy sum, global-norm clipping (in place in ``grads``)."""
-        t = self.topo
-        names = [n for n, _ in self._params]
-        if t.dp_group is not None and self.reduce_dp_gradients:
-            self._all_reduce_mean(grads, names, t.dp_group, t.dp_size, "data-parallel")
-        if self.tied and t.tie_group is not None:
-            tied = sorted(self.tied, key=lambda n: self.tied[n])
-            self._all_reduce_mean(grads, tied, t.tie_group, 1, "tied-weight")
-        if self.max_grad_norm is not None:
-            skip = set(self.tied) if (t.is_last and t.num_stages > 1) else set()
-            sq = torch.zeros((), dtype=torch.float64, device=self.device)
-            for n in names:
-                g = grads[n]
-                if g is not None and n not in skip:
-                    sq += torch.linalg.vector_norm(g).double() ** 2
-            if t.pp_group is not None and t.num_stages > 1:
-                self._wait(dist.all_reduce(sq, group=t.pp_group, async_op=True),
-                           "the gradient-norm all-reduce")
-            total = math.sqrt(float(sq))
-            self.last_grad_norm = total
-            coef = min(self.max_grad_norm / (total + 1e-6), 1.0)
-            for n in names:
-                if grads[n] is not None:
-                    grads[n].mul_(coef)
+        self.updates_issued += 1
+        need = self._needed_from()
+        for v in [v for v in self._versions if v < need and v != self._newest]:
+            del self._versions[v]
 
     def _all_reduce_mean(self, grads, names, group, divisor, what) -> None:
+        works, finish = self._all_reduce_async(grads, names, group, what, divisor)
+        for w in works:
+            self._wait(w, f"the {what} all-reduce")
+        finish()
+
+    def _all_reduce_async(self, grads, names, group, what, divisor: int = 1):
+        """Start the sum (÷ ``divisor``) of ``grads[names]`` over ``group``, one flat buffer
+        per dtype plus a has-gradient mask; returns (works, finish) — call ``finish()`` after
+        the works complete to write the results back into ``grads``."""
         present = torch.tensor([grads[n] is not None for n in names], dtype=torch.float64,
                                device=self.device)
-        by_dtype: dict = {}
         params = dict(self._params)
+        by_dtype: dict = {}
         for n in names:
             g = grads[n] if grads[n] is not None else torch.zeros_like(params[n])
             by_dtype.setdefault(g.dtype, []).append((n, g))
-        self._wait(dist.all_reduce(present, group=group, async_op=True), f"the {what} all-reduce")
+        works = [dist.all_reduce(present, group=group, async_op=True)]
+        flats = []
         for items in by_dtype.values():
             flat = torch.cat([g.reshape(-1) for _, g in items])
-            self._wait(dist.all_reduce(flat, group=group, async_op=True),
-                       f"the {what} all-reduce")
-            if divisor != 1:
-                flat /= divisor
-            off = 0
-            for n, g in items:
-                grads[n] = flat[off:off + g.numel()].view_as(g).clone()
-                off += g.numel()
-        for n, c in zip(names, present.tolist()):
-            if c == 0:
-                grads[n] = None
+            works.append(dist.all_reduce(flat, group=group, async_op=True))
+            flats.append((flat, items))
+
+        def finish() -> None:
+            for flat, items in flats:
+                if divisor != 1:
+                    flat /= divisor
+                off = 0
+                for n, g in items:
+                    grads[n] = flat[off:off + g.numel()].view_as(g).clone()
+                    off += g.numel()
+            for n, c in zip(names, present.tolist()):
+                if c == 0:
+                    grads[n] = None
+
+        return works, finish
 
     # -- evaluation --------------------------------------------------------------------------------
     @torch.no_grad()
@@ -741,6 +931,8 @@ class PipelineExecutor:
                 self._versions[v] = {n: t.to(self.device).clone() for n, t in ws.items()}
         self._newest = newest
         self.next_step = int(state["next_step"])
+        self._next_item = (self.next_step, 0)
+        self._max_forwarded = self.next_step - 1
         self.optimizer.load_state_dict(state["optimizer"])
 
 

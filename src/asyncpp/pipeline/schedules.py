@@ -43,10 +43,12 @@ The four schedules:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 
-SCHEDULES = ("gpipe", "1f1b", "pipedream", "2bw")
+from .registry import PIPELINE_SCHEDULES, get_spec
+
+SCHEDULES = PIPELINE_SCHEDULES
 ACTIVATION = "activation"
 GRADIENT = "gradient"
 
@@ -146,7 +148,7 @@ class Schedule:
     @property
     def updates_per_step(self) -> int:
         """Optimizer updates per step: m for PipeDream, 1 otherwise."""
-        return self.num_microbatches if self.name == "pipedream" else 1
+        return get_spec(self.name).updates_per_step(self.num_microbatches)
 
     @property
     def start_version(self) -> int:
@@ -183,13 +185,6 @@ class Schedule:
             out.append(peak)
         return out
 
-    def bubble_fraction(self, t_forward=1.0, t_backward=2.0, t_comm=0.0) -> float:
-        """Idle fraction of the run, :math:`1 - \\sum_s busy_s / (P \\cdot makespan)`, from
-        :func:`asyncpp.pipeline.simulate`."""
-        from .simulator import simulate
-
-        return simulate(self, t_forward, t_backward, t_comm).bubble_fraction
-
     def check(self) -> None:
         """Raise ``ValueError`` unless the data is consistent: every send has one matching
         receive (and vice versa), every microbatch is forwarded then backwarded once on the
@@ -203,17 +198,20 @@ class Schedule:
 
 def _validate(name: str, num_stages: int, num_microbatches: int, num_steps: int,
               start_step: int) -> str:
-    name = str(name).lower()
-    if name not in SCHEDULES:
-        raise ValueError(f"unknown pipeline schedule {name!r}; allowed: {', '.join(SCHEDULES)}")
+    spec = get_spec(name)
+    if not spec.needs_pipeline:
+        raise ValueError(f"schedule {name!r} has no pipeline; allowed: "
+                         f"{', '.join(PIPELINE_SCHEDULES)}")
+    name = spec.name
     for label, value, low in (("num_stages", num_stages, 1),
                               ("num_microbatches", num_microbatches, 1),
                               ("num_steps", num_steps, 1), ("start_step", start_step, 0)):
         if not isinstance(value, int) or isinstance(value, bool) or value < low:
             raise ValueError(f"{label} must be an integer >= {low}, got {value!r}")
-    if name == "2bw" and num_microbatches < num_stages - 1:
+    need = spec.min_microbatches(num_stages)
+    if num_microbatches < need:
         raise ValueError(
-            f"2bw with {num_stages} stages needs num_microbatches >= {num_stages - 1} (got "
+            f"{name} with {num_stages} stages needs num_microbatches >= {need} (got "
             f"{num_microbatches}) so that two weight versions suffice; raise the microbatch count"
         )
     return name
@@ -255,89 +253,132 @@ def build(name: str, num_stages: int, num_microbatches: int, num_steps: int = 1,
     ``sync_steps`` (2BW only): step indices, or a predicate on them, where the delay is 0
     (:math:`\tau(t) = 0`: synchronous start / cooldown, ``DelaySchedule.delay_at(t) == 0``).
     Version labels are absolute, so consecutive calls with increasing ``start_step`` chain.
+    Each stage's list is :func:`stage_actions` run to the end (the executor runs the same
+    generator lazily, without a fixed end).
     """
     name = _validate(name, num_stages, num_microbatches, num_steps, start_step)
-    if sync_steps is not None and name != "2bw":
+    end = start_step + num_steps
+    all_actions = tuple(
+        tuple(stage_actions(name, num_stages, num_microbatches, s, start_step, end, sync_steps))
+        for s in range(num_stages))
+    is_sync = _as_predicate(sync_steps)
+    next_versions = tuple(_version(name, num_stages, num_microbatches, s, end, 0, is_sync)
+                          for s in range(num_stages))
+    sync = frozenset(t for t in range(start_step, end)
+                     if get_spec(name).sync_windows and is_sync(t))
+    sched = Schedule(name, num_stages, num_microbatches, num_steps, start_step, all_actions,
+                     next_versions, sync)
+    check(sched)
+    return sched
+
+
+def stage_actions(name: str, num_stages: int, num_microbatches: int, stage: int,
+                  start_step: int, end_step, sync_steps=None) -> Iterator[Action]:
+    """The actions of ``stage`` for steps ``start_step ..`` up to ``end_step`` (exclusive), as
+    a lazy generator: ``end_step`` is an int, or a callable read each time the stage is about
+    to forward a microbatch of a new step, so a caller may move the end *earlier* while the
+    generator runs (to stop a streaming run), as long as no stage has forwarded a microbatch
+    of a step at or after the new end. The list is the same as for a fixed end equal to the
+    final value: the 1F1B order only compares the count of forwarded microbatches with the
+    count in the segment, and a smaller count that is still ≥ the forwarded count gives the
+    same answers to every comparison made so far.
+
+    Segments (runs of steps without a flush): one step for flushing schedules (gpipe, 1f1b),
+    up to and including each synchronous step for 2BW, the whole run otherwise.
+    """
+    spec = get_spec(name)
+    P, m, s = num_stages, num_microbatches, stage
+    is_sync = _as_predicate(sync_steps)
+    if sync_steps is not None and not spec.sync_windows:
         raise ValueError(
             f"sync_steps (synchronous start/cooldown) applies to the 2bw schedule only, not "
             f"{name!r}: gpipe/1f1b are synchronous already and pipedream has no sync windows"
         )
-    P, m = num_stages, num_microbatches
-    is_sync = _as_predicate(sync_steps)
-    steps = range(start_step, start_step + num_steps)
-    end = start_step + num_steps
+    end = end_step if callable(end_step) else (lambda: end_step)
 
-    def delay_of_step(t: int) -> int:
-        return step_delay(name, t, is_sync)
+    def segment_limit(t0: int) -> int:
+        """Exclusive end of the segment starting at t0 for the end known now (the end only
+        moves earlier, so the segment's end is the smaller of this and the current end)."""
+        e = end()
+        if spec.flush_every_step:
+            return t0 + 1
+        if spec.sync_windows and sync_steps is not None:
+            t = t0
+            while t < e - 1 and not is_sync(t):
+                t += 1
+            return t + 1
+        return e
 
-    def vers(stage: int, t: int, i: int) -> int:
-        return _version(name, P, m, stage, t, i, is_sync)
+    def forward(t: int, i: int) -> Iterator[Action]:
+        if s > 0:
+            yield Recv(ACTIVATION, t, i, s - 1)
+        yield Forward(t, i, _version(name, P, m, s, t, i, is_sync))
+        if s < P - 1:
+            yield Send(ACTIVATION, t, i, s + 1)
 
-    # Segments: runs of steps executed without a flush in between.
-    if name in ("gpipe", "1f1b"):
-        segments = [[t] for t in steps]
-    elif name == "2bw":
-        segments, cur = [], []
-        for t in steps:
-            cur.append(t)
-            if delay_of_step(t) == 0:
-                segments.append(cur)
-                cur = []
-        if cur:
-            segments.append(cur)
-    else:
-        segments = [list(steps)]
+    def backward(t: int, i: int) -> Iterator[Action]:
+        v = _version(name, P, m, s, t, i, is_sync)
+        if s < P - 1:
+            yield Recv(GRADIENT, t, i, s + 1)
+        yield Backward(t, i, v)
+        if s > 0:
+            yield Send(GRADIENT, t, i, s - 1)
+        if spec.per_microbatch_updates:
+            u = t * m + i
+            yield OptimizerStep(t, i, u, v, spec.stage_delay(P, s), u + 1)
+        elif i == m - 1:
+            yield OptimizerStep(t, None, t, v, step_delay(name, t, is_sync), t + 1)
 
-    all_actions = []
-    for s in range(P):
-        acts: list[Action] = []
-        for seg in segments:
-            items = [(t, i) for t in seg for i in range(m)]
-            if name == "gpipe":
-                order = [("F", it) for it in items] + [("B", it) for it in items]
-            else:
-                order = _order_1f1b(items, s, P)
-            for kind, (t, i) in order:
-                v = vers(s, t, i)
-                if kind == "F":
-                    if s > 0:
-                        acts.append(Recv(ACTIVATION, t, i, s - 1))
-                    acts.append(Forward(t, i, v))
-                    if s < P - 1:
-                        acts.append(Send(ACTIVATION, t, i, s + 1))
-                    continue
-                if s < P - 1:
-                    acts.append(Recv(GRADIENT, t, i, s + 1))
-                acts.append(Backward(t, i, v))
-                if s > 0:
-                    acts.append(Send(GRADIENT, t, i, s - 1))
-                if name == "pipedream":
-                    u = t * m + i
-                    acts.append(OptimizerStep(t, i, u, v, P - 1 - s, u + 1))
-                elif i == m - 1:
-                    acts.append(OptimizerStep(t, None, t, v, delay_of_step(t), t + 1))
-        all_actions.append(tuple(acts))
-    next_versions = tuple(vers(s, end, 0) for s in range(P))
-    sync = frozenset(t for t in steps if name == "2bw" and is_sync(t))
-    sched = Schedule(name, P, m, num_steps, start_step, tuple(all_actions), next_versions, sync)
-    check(sched)
-    return sched
+    t0 = start_step
+    while t0 < end():
+        limit = segment_limit(t0)
+
+        def count(t0=t0, limit=limit) -> int:
+            return (min(end(), limit) - t0) * m
+
+        def item(n: int, t0=t0) -> tuple[int, int]:
+            return t0 + n // m, n % m
+
+        nf = nb = 0
+        if spec.all_forwards_first:
+            n = count()
+            for k in range(n):
+                yield from forward(*item(k))
+            for k in range(n):
+                yield from backward(*item(k))
+            nf = n
+        else:
+            warm = P - 1 - s
+            while nf < min(warm, count()):
+                yield from forward(*item(nf))
+                nf += 1
+            while nf < count():
+                yield from forward(*item(nf))
+                nf += 1
+                yield from backward(*item(nb))
+                nb += 1
+            while nb < nf:
+                yield from backward(*item(nb))
+                nb += 1
+        t0 += nf // m
 
 
 def step_delay(name: str, step: int, is_sync: Callable[[int], bool] | None = None) -> int:
     """τ of the gradient of ``step`` for batch-accumulating schedules: 0 for gpipe/1f1b and
     for 2BW's synchronous steps, 1 for other 2BW steps."""
-    if name in ("gpipe", "1f1b") or (is_sync is not None and is_sync(step)):
+    if not get_spec(name).asynchronous or (is_sync is not None and is_sync(step)):
         return 0
     return 1
 
 
 def _version(name, P, m, stage, t, i, is_sync) -> int:
-    if name in ("gpipe", "1f1b"):
+    r""":math:`v(k) = \#\{u : u + \tau_u < k\}` for microbatch i of step t on ``stage``."""
+    spec = get_spec(name)
+    if not spec.asynchronous:
         return t
-    if name == "2bw":
-        return t - 1 if (t >= 1 and step_delay(name, t - 1, is_sync) == 1) else t
-    return max(0, t * m + i - (P - 1 - stage))
+    if spec.per_microbatch_updates:
+        return max(0, t * m + i - spec.stage_delay(P, stage))
+    return t - 1 if (t >= 1 and step_delay(name, t - 1, is_sync) == 1) else t
 
 
 def version_of(name: str, num_stages: int, num_microbatches: int, stage: int, step: int,

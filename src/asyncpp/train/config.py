@@ -20,15 +20,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..models.config import MODEL_CONFIGS, ModelConfig
+from ..names import CORRECTIONS, FORMULATIONS, OPTIMIZERS
+from ..pipeline.registry import ASYNC_SCHEDULES, CONFIG_SCHEDULES, get_spec
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
 
-SCHEDULES = ("none", "gpipe", "1f1b", "pipedream", "2bw")
-ASYNC_SCHEDULES = ("pipedream", "2bw")
-OPTIMIZER_NAMES = ("adamw", "muon", "soap", "adan", "lion", "mars")
+SCHEDULES = CONFIG_SCHEDULES
+OPTIMIZER_NAMES = OPTIMIZERS
+__all__ = ["ASYNC_SCHEDULES", "SCHEDULES", "OPTIMIZER_NAMES"]  # re-exported for callers
 
 
 class ConfigError(ValueError):
@@ -51,6 +53,10 @@ class RunSection:
     compile: bool = opt(False, "torch.compile the model (GPU)")
     threads: int = opt(0, "CPU threads for torch (0 = torch's default)", lo=0)
     overwrite: bool = opt(False, "delete the previous run's outputs in run.dir")
+    peak_tflops: float = opt(0.0, "peak TFLOP/s of one device for the MFU (0 = from the device "
+                             "name: 989 for H100/H200 bf16; none known on CPU)", lo=0.0)
+    peer_timeout_s: float = opt(300.0, "torchrun: seconds a rank waits for a silent peer before "
+                                "every rank stops with an error naming it", lo=0.0, lo_open=True)
 
 
 @dataclass(frozen=True)
@@ -107,7 +113,9 @@ class TrainSection:
                           choices=("global", "stage"))
     eval_every: int = opt(50, "validate every N steps (0 = only at the end)", lo=0)
     eval_batches: int = opt(8, "validation batches of train.batch_size sequences", lo=1)
-    log_every: int = opt(1, "write a metrics line every N steps", lo=1)
+    log_every: int = opt(10, "fetch loss and gradient norm from the device every N steps "
+                         "(metrics.jsonl still gets every step); non-finite values stop the "
+                         "run within N steps (+ the pipeline depth under torchrun)", lo=1)
     checkpoint_every: int = opt(0, "checkpoint every N steps (0 = only at the end)", lo=0)
     keep_checkpoints: int = opt(2, "checkpoints kept on disk", lo=1)
     stop_after: int = opt(0, "stop this invocation after N steps with a checkpoint (0 = never)",
@@ -135,17 +143,19 @@ class OptimizerSection:
     adamw_lr: float = opt(3e-3, "Muon: peak lr of the AdamW side (embeddings, head, norms)",
                           lo=0.0)
     adamw_weight_decay: float = opt(0.0, "Muon: weight decay of the AdamW side", lo=0.0)
+    shard: str = opt("auto", "Muon under data parallelism: shard momentum and Newton-Schulz "
+                     "across replicas (ZeRO-1, DistributedMuon): auto (on when dp > 1), on, off",
+                     choices=("auto", "on", "off"))
 
 
 @dataclass(frozen=True)
 class DelaySection:
-    correction: str = opt("none", "none, ef (error feedback) or taylor",
-                          choices=("none", "ef", "taylor"))
+    correction: str = opt("none", "none, ef (error feedback) or taylor", choices=CORRECTIONS)
     taylor_lambda: float = opt(0.1, "lambda of the Taylor (DC-ASGD) correction", lo=0.0)
     sync_start: int = opt(0, "first N steps synchronous", lo=0)
     sync_cooldown: int = opt(0, "last N steps synchronous", lo=0)
     formulation: str = opt("gradient", "gradient (what the pipeline realises) or update",
-                           choices=("gradient", "update"))
+                           choices=FORMULATIONS)
     track_updates: bool = opt(False, "log the update norm and drift ||u_n - u_(n-1)|| per step "
                               "(metrics.jsonl) and their mean ratio (summary.json); costs one "
                               "parameter-sized buffer")
@@ -195,16 +205,16 @@ class Config:
 
     @property
     def is_async(self) -> bool:
-        return self.pipeline.schedule in ASYNC_SCHEDULES
+        return self.schedule_spec.asynchronous
+
+    @property
+    def schedule_spec(self):
+        """The :class:`asyncpp.pipeline.ScheduleSpec` of ``pipeline.schedule``."""
+        return get_spec(self.pipeline.schedule)
 
     def stage_delays(self) -> list[int]:
         """Delay τ_s of each stage: 2bw 1, pipedream P−1−s, synchronous schedules 0."""
-        P = self.pipeline.stages
-        if self.pipeline.schedule == "2bw":
-            return [1] * P
-        if self.pipeline.schedule == "pipedream":
-            return [P - 1 - s for s in range(P)]
-        return [0] * P
+        return self.schedule_spec.stage_delays(self.pipeline.stages)
 
     def to_dict(self) -> dict:
         """Plain nested dict; ``None`` fields (model overrides not given) are left out."""
@@ -427,13 +437,15 @@ def validate(cfg: Config, world_size: int | None = None) -> None:
     if p.stages > mc.n_layers:
         raise ConfigError(f"pipeline.stages={p.stages} exceeds the model's {mc.n_layers} layers; "
                           f"use at most {mc.n_layers} stages or a deeper model")
-    if p.schedule == "none" and p.stages > 1:
+    if not spec.needs_pipeline and p.stages > 1:
         raise ConfigError(f"pipeline.stages={p.stages} needs a pipeline schedule; set "
                           "--pipeline.schedule gpipe, 1f1b, pipedream or 2bw (or stages 1)")
-    if p.schedule == "2bw" and p.microbatches < p.stages:
-        raise ConfigError(f"PipeDream-2BW needs pipeline.microbatches >= pipeline.stages, got "
-                          f"{p.microbatches} < {p.stages}; set --pipeline.microbatches "
-                          f"{p.stages}")
+    spec = cfg.schedule_spec
+    need = spec.min_microbatches(p.stages)
+    if p.microbatches < need:
+        raise ConfigError(f"pipeline.schedule={p.schedule!r} on {p.stages} stages needs "
+                          f"pipeline.microbatches >= {need}, got {p.microbatches}; set "
+                          f"--pipeline.microbatches {need}")
     if not cfg.is_async:
         for key, val, default in (("correction", dl.correction, "none"),
                                   ("sync_start", dl.sync_start, 0),
@@ -443,15 +455,14 @@ def validate(cfg: Config, world_size: int | None = None) -> None:
                     f"delay.{key}={val!r} needs an asynchronous schedule but pipeline.schedule="
                     f"{p.schedule!r} has no delay; set --pipeline.schedule 2bw (or pipedream), "
                     f"or --delay.{key} {default}")
-    if p.schedule == "pipedream" and p.stages > 1:
-        # The executor's PipeDream (one update per microbatch, τ_s = P−1−s) has neither.
-        if dl.sync_start or dl.sync_cooldown:
+    if p.stages > 1:
+        if (dl.sync_start or dl.sync_cooldown) and not spec.sync_windows:
             raise ConfigError("delay.sync_start / delay.sync_cooldown are supported with "
                               "pipeline.schedule='2bw' (and trivially gpipe/1f1b), not "
-                              "pipedream; set them to 0 or use --pipeline.schedule 2bw")
-        if mc.tie_embeddings:
+                              f"{p.schedule}; set them to 0 or use --pipeline.schedule 2bw")
+        if mc.tie_embeddings and not spec.tied_weights:
             raise ConfigError(
-                f"pipeline.schedule='pipedream' gives the first and last stage different delays "
+                f"pipeline.schedule={p.schedule!r} gives the first and last stage different delays "
                 f"({p.stages - 1} and 0), so the tied embedding/head of model "
                 f"{cfg.model.name!r} cannot be updated consistently; set --model.tie_embeddings "
                 "false or use --pipeline.schedule 2bw")

@@ -1,0 +1,97 @@
+r"""Every pipeline schedule's facts, in one place (no torch: the configuration reads it before
+anything heavy is imported).
+
+A :class:`ScheduleSpec` states what the configuration, the schedule builder, the executor and
+the trainer need to know about a schedule; nobody compares schedule names:
+
+============ ======== ====================== ========== ============ ======= ===============
+schedule     async    delay τ_s of stage s   min m      sync windows tied W  updates / step
+============ ======== ====================== ========== ============ ======= ===============
+none         no       0                      1          —            yes     1
+gpipe        no       0                      1          —            yes     1
+1f1b         no       0                      1          —            yes     1
+2bw          yes      1                      P − 1      yes          yes     1
+pipedream    yes      P − 1 − s              1          no           no      m
+============ ======== ====================== ========== ============ ======= ===============
+
+"none" is the single-process run without a pipeline (P = 1). 2BW needs m ≥ P − 1 so that
+two weight versions suffice (:meth:`asyncpp.pipeline.Schedule.versions_held` proves it for
+every P ≤ 8 in the tests). PipeDream's first and last stages have different delays, so a
+weight tied between them (embedding and head) cannot be updated consistently.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ScheduleSpec:
+    """The facts of one schedule (see the module table)."""
+
+    name: str
+    asynchronous: bool
+    flush_every_step: bool
+    """Synchronous schedules drain after every step (GPipe, 1F1B)."""
+    per_microbatch_updates: bool
+    """One optimizer update per microbatch (PipeDream) instead of one per step."""
+    sync_windows: bool
+    """Synchronous start/cooldown can be realised (the delay may drop to 0)."""
+    tied_weights: bool
+    """Weights tied between the first and the last stage are allowed."""
+    all_forwards_first: bool = False
+    """GPipe: all forwards of a step, then all backwards (else 1F1B order)."""
+    needs_pipeline: bool = True
+
+    def stage_delay(self, num_stages: int, stage: int) -> int:
+        r"""τ_s: 0 (synchronous), 1 (2BW) or :math:`P-1-s` (PipeDream)."""
+        if not 0 <= stage < num_stages:
+            raise ValueError(f"stage {stage} out of range for {num_stages} stages")
+        if not self.asynchronous:
+            return 0
+        return num_stages - 1 - stage if self.per_microbatch_updates else 1
+
+    def stage_delays(self, num_stages: int) -> list[int]:
+        """τ_s for every stage s of P."""
+        return [self.stage_delay(num_stages, s) for s in range(num_stages)]
+
+    def min_microbatches(self, num_stages: int) -> int:
+        """The fewest microbatches per step this schedule runs correctly with on P stages."""
+        return max(1, num_stages - 1) if (self.asynchronous and not self.per_microbatch_updates) \
+            else 1
+
+    def updates_per_step(self, num_microbatches: int) -> int:
+        """Optimizer updates per step: m for PipeDream, 1 otherwise."""
+        return num_microbatches if self.per_microbatch_updates else 1
+
+    def lookahead_steps(self, num_stages: int, num_microbatches: int) -> int:
+        r"""Steps beyond the current one whose forwards the first stage starts before it
+        finishes the current step without draining: :math:`\lceil (P-1)/m\rceil` for the
+        schedules that do not flush, 0 for those that do."""
+        if self.flush_every_step:
+            return 0
+        return -(-(num_stages - 1) // num_microbatches)
+
+
+SPECS: dict[str, ScheduleSpec] = {
+    "none": ScheduleSpec("none", False, True, False, False, True, needs_pipeline=False),
+    "gpipe": ScheduleSpec("gpipe", False, True, False, False, True, all_forwards_first=True),
+    "1f1b": ScheduleSpec("1f1b", False, True, False, False, True),
+    "2bw": ScheduleSpec("2bw", True, False, False, True, True),
+    "pipedream": ScheduleSpec("pipedream", True, False, True, False, False),
+}
+
+PIPELINE_SCHEDULES = tuple(n for n, s in SPECS.items() if s.needs_pipeline)
+"""The schedules the builder and the executor run: gpipe, 1f1b, 2bw, pipedream."""
+CONFIG_SCHEDULES = tuple(SPECS)
+"""The values of ``pipeline.schedule``: the pipeline schedules and "none"."""
+ASYNC_SCHEDULES = tuple(n for n, s in SPECS.items() if s.asynchronous)
+
+
+def get_spec(name: str) -> ScheduleSpec:
+    """The spec of schedule ``name`` (case-insensitive); ``ValueError`` naming the choices."""
+    key = str(name).lower()
+    if key not in SPECS:
+        raise ValueError(f"unknown pipeline schedule {name!r}; allowed: "
+                         f"{', '.join(PIPELINE_SCHEDULES)}")
+    return SPECS[key]
