@@ -1,41 +1,50 @@
 r"""T1 — LMO with EMA momentum under a fixed gradient delay τ (Muon is the spectral-norm case).
 
 **Method (what the production code runs).** ``DelayedOptimizer(Muon(...), delay=τ)`` in the
-default ``formulation="gradient"``: the gradient g_t = g(x_t; ξ_t) is computed at every step;
-for t < τ nothing is applied (x_{t+1} = x_t, the pipeline fills); for t ≥ τ the optimizer
-consumes g_{t−τ}:
+default ``formulation="gradient"``: the gradient :math:`g_t = g(x_t; \xi_t)` is computed at
+every step; for :math:`t < \tau` nothing is applied (:math:`x_{t+1} = x_t`, the pipeline
+fills); for :math:`t \ge \tau` the optimizer consumes :math:`g_{t-\tau}`:
 
 .. math::
-    m_t = (1-\alpha) m_{t-1} + \alpha\, g(x_{t-\tau}),\quad m_{\tau-1} = 0,\qquad
-    x_{t+1} = x_t - \eta\, d_t,\quad d_t = \mathrm{lmo}(v_t),
+    m_t &= (1-\alpha)\, m_{t-1} + \alpha\, g(x_{t-\tau}),\qquad m_{\tau-1} = 0,\\
+    x_{t+1} &= x_t - \eta\, d_t,\qquad d_t = \mathrm{lmo}(v_t),
 
-with v_t = m_t (heavy-ball EMA; Muon ``nesterov=False``) or v_t = α g(x_{t−τ}) + (1−α) m_t
-(Muon ``nesterov=True``, the production default); α = 1 − β for Muon's momentum β; η is
-Muon's (shape-adjusted) learning rate — with several matrices whose adjustments r_i differ,
-read ‖·‖ as the weighted norm max_i ‖X_i‖₂/r_i, whose LMO is Muon's step with lr η.
-Decoupled weight decay is not covered.
+with :math:`v_t = m_t` (heavy-ball EMA; Muon ``nesterov=False``) or
+:math:`v_t = \alpha\, g(x_{t-\tau}) + (1-\alpha)\, m_t` (Muon ``nesterov=True``, the production
+default); :math:`\alpha = 1 - \beta` for Muon's momentum :math:`\beta`; :math:`\eta` is Muon's
+(shape-adjusted) learning rate — with several matrices whose adjustments :math:`r_i` differ,
+read :math:`\|\cdot\|` as the weighted norm :math:`\max_i \|X_i\|_2/r_i`, whose LMO is Muon's
+step with learning rate :math:`\eta`. Decoupled weight decay is not covered.
 
-Re-indexing by applied steps, y_k = x_{k+τ} (k ≥ 0; y_0 = x_0 because the τ idle steps do not
-move x), the gradient consumed at applied step k is taken at z_k = y_{max(k−τ, 0)}, so
-‖y_k − z_k‖ ≤ min(k, τ)·η(1+ε₁) ≤ τη(1+ε₁).
+Re-indexing by applied steps, :math:`y_k = x_{k+\tau}` (:math:`k \ge 0`; :math:`y_0 = x_0`
+because the :math:`\tau` idle steps do not move :math:`x`), the gradient consumed at applied
+step :math:`k` is taken at :math:`z_k = y_{\max(k-\tau, 0)}`, so
+:math:`\|y_k - z_k\| \le \min(k, \tau)\,\eta(1+\epsilon_1) \le \tau\eta(1+\epsilon_1)`.
 
-**Theorem (T1).** Under A0–A3, BAND (inexact LMO with constants ε₁ ≥ 0, 0 ≤ ε₂ < 1) and INIT,
-for every K ≥ 1 the average over the K applied steps satisfies
+**Theorem (T1).** Under A0–A3, BAND (inexact LMO with constants :math:`\epsilon_1 \ge 0`,
+:math:`0 \le \epsilon_2 < 1`) and INIT, for every :math:`K \ge 1` the average over the
+:math:`K` applied steps satisfies
 
 .. math::
-    \frac1K\sum_{k=0}^{K-1}\mathbb{E}\|\nabla f(x_{k+\tau})\|_\dagger \le
-    q\Big(\frac{\Delta_0}{\eta K} + \frac{L\eta r^2}{2}\Big)
-    + C\Big(\frac{(1-\alpha)E_0}{\alpha K} + \sqrt{\alpha}\,\rho\sigma
+    \frac1K\sum_{k=0}^{K-1}\mathbb{E}\|\nabla f(x_{k+\tau})\|_\dagger
+    &\le q\Big(\frac{\Delta_0}{\eta K} + \frac{L\eta r^2}{2}\Big)\\
+    &\quad + C\Big(\frac{(1-\alpha)E_0}{\alpha K} + \sqrt{\alpha}\,\rho\sigma
     + L\eta r\Big(\frac{1-\alpha}{\alpha} + \tau\Big)\Big)
 
-with r = 1+ε₁, q = 1/(1−ε₂), C = (2+ε₁−ε₂)/(1−ε₂). For Nesterov, (1−α) → (1−α)² in the E₀
-and lag terms and √α → ν_N = √(α(1−α)⁴ + α²(2−α)²). The minimum over k is at most the average.
-With the production zero buffer, E₀ = ‖∇f(x₀)‖† ≤ √(2LΔ₀) (step G3).
+with :math:`r = 1+\epsilon_1`, :math:`q = 1/(1-\epsilon_2)`,
+:math:`C = (2+\epsilon_1-\epsilon_2)/(1-\epsilon_2)`. For Nesterov, :math:`(1-\alpha)` becomes
+:math:`(1-\alpha)^2` in the :math:`E_0` and lag terms and :math:`\sqrt{\alpha}` becomes
+:math:`\nu_N = \sqrt{\alpha(1-\alpha)^4 + \alpha^2(2-\alpha)^2}`. The minimum over :math:`k` is
+at most the average. With the production zero buffer,
+:math:`E_0 = \|\nabla f(x_0)\|_\dagger \le \sqrt{2L\Delta_0}` (step G3).
 
-The delay adds exactly C·Lη(1+ε₁)·τ (= 2τLη for the exact LMO) to the momentum-lag term
-2Lη(1−α)/α: a relative cost of order ατ. At τ = 0, ε₁ = ε₂ = 0 and E₀ = ρσ (Kovalev's
-m₀ = g(x₀)), the bound is Kovalev's Theorem 2 minus 2ρσ/K + 3Lη (step KV1), because the
-lag term is kept as (1−α)/α instead of 1/α and the curvature term as Lη/2 instead of 3Lη/2.
+The delay adds exactly :math:`C L\eta(1+\epsilon_1)\tau` (:math:`= 2\tau L\eta` for the exact
+LMO) to the momentum-lag term :math:`2L\eta(1-\alpha)/\alpha`: a relative cost of order
+:math:`\alpha\tau`. At :math:`\tau = 0`, :math:`\epsilon_1 = \epsilon_2 = 0` and
+:math:`E_0 = \rho\sigma` (Kovalev's :math:`m_0 = g(x_0)`), the bound is Kovalev's Theorem 2
+minus :math:`2\rho\sigma/K + 3L\eta` (step KV1), because the lag term is kept as
+:math:`(1-\alpha)/\alpha` instead of :math:`1/\alpha` and the curvature term as
+:math:`L\eta/2` instead of :math:`3L\eta/2`.
 """
 
 from __future__ import annotations

@@ -1,43 +1,49 @@
 r"""T2 — delayed LMO/Muon with update-level Error Feedback (EF).
 
 **Method (what the production code runs).** ``DelayedOptimizer(Muon(...), delay=τ,
-correction="ef")``, ``formulation="gradient"``, τ ≥ 1. Index by applied steps, y_k = x_{k+τ}
-(the τ idle start steps do not move x). The update applied at step k is u_k = η d_k,
-d_k = lmo(v_k), where v_k is the EMA momentum (or its Nesterov combination) after consuming
-g(z_k), z_k = y_{k−τ} (y_j = y_0 for j < 0). EF applies
+correction="ef")``, ``formulation="gradient"``, :math:`\tau \ge 1`. Index by applied steps,
+:math:`y_k = x_{k+\tau}` (the :math:`\tau` idle start steps do not move :math:`x`). The update
+applied at step :math:`k` is :math:`u_k = \eta d_k`, :math:`d_k = \mathrm{lmo}(v_k)`, where
+:math:`v_k` is the EMA momentum (or its Nesterov combination) after consuming
+:math:`g(z_k)`, :math:`z_k = y_{k-\tau}` (:math:`y_j = y_0` for :math:`j < 0`). EF applies
 
 .. math::  y_{k+1} = y_k - 2u_k + u_{k-1},\qquad u_{-1} = 0
 
-(for τ = 1 this is x(t+1) = x(t) − 2u(t−1) + u(t−2) of DESIGN.md).
+(for :math:`\tau = 1` this is :math:`x_{t+1} = x_t - 2u_{t-1} + u_{t-2}` in the time index of
+the trainer).
 
-**Virtual sequence.** w_k := y_k + u_{k−1} satisfies w_{k+1} = w_k − u_k (step V1): the EF
-run is an *undelayed* LMO run on w, whose gradients are taken at z_k = w_k − o_k with the
-offset (steps V2–V5)
+**Virtual sequence.** :math:`w_k := y_k + u_{k-1}` satisfies :math:`w_{k+1} = w_k - u_k`
+(step V1): the EF run is an *undelayed* LMO run on :math:`w`, whose gradients are taken at
+:math:`z_k = w_k - o_k` with the offset (steps V2–V5)
 
 .. math::  o_k = w_k - z_k = -(u_{k-1} - u_{k-\tau-1}) - \sum_{j=k-\tau}^{k-2} u_j .
 
-For τ = 1, o_k = −(u_{k−1} − u_{k−2}): the delay penalty is the *drift* of consecutive
-updates, not their size. (DESIGN's w̃_t = x_t − (u(t−1) − u(t−2)) is w_{k+1}, step V1b.)
+For :math:`\tau = 1`, :math:`o_k = -(u_{k-1} - u_{k-2})`: the delay penalty is the *drift* of
+consecutive updates, not their size. (The design's virtual point
+:math:`\tilde w_t = x_t - (u_{t-1} - u_{t-2})` is :math:`w_{k+1}`, step V1b.)
 
-**Theorem (T2).** Under A0–A3, BAND, INIT, with drift := (1/K) Σ_{k<K} E‖u_{k−1} −
-u_{k−τ−1}‖/η (≤ 2(1+ε₁) always),
+**Theorem (T2).** Under A0–A3, BAND, INIT, with the drift
+:math:`\delta := \frac1K \sum_{k<K} \mathbb{E}\|u_{k-1} - u_{k-\tau-1}\|/\eta`
+(:math:`\le 2(1+\epsilon_1)` always),
 
 .. math::
-    \frac1K\sum_{k<K}\mathbb{E}\|\nabla f(w_k)\|_\dagger \le
-    q\Big(\frac{\Delta_0}{\eta K} + \frac{L\eta r^2}{2}\Big)
-    + C\Big(\frac{(1-\alpha)E_0}{\alpha K} + \sqrt{\alpha}\,\rho\sigma
-    + L\eta r\frac{1-\alpha}{\alpha} + L\eta\big(\mathrm{drift} + (\tau-1)r\big)\Big)
+    \frac1K\sum_{k<K}\mathbb{E}\|\nabla f(w_k)\|_\dagger
+    &\le q\Big(\frac{\Delta_0}{\eta K} + \frac{L\eta r^2}{2}\Big)
+    + C\Big(\frac{(1-\alpha)E_0}{\alpha K} + \sqrt{\alpha}\,\rho\sigma\\
+    &\qquad + L\eta r\frac{1-\alpha}{\alpha} + L\eta\big(\delta + (\tau-1)r\big)\Big)
 
-(virtual point), and the same plus Lη r for (1/K) Σ E‖∇f(y_k)‖† = the average at the real
-iterates x_{k+τ} (step X2). Nesterov as in T1. Worst case (drift = 2r): the delay term is
-CLηr(τ+1), one CLηr more than T1's CLηrτ; EF wins when drift is small (high momentum makes
-consecutive Muon updates similar). For τ = 1: at the virtual point EF beats no-EF iff
-drift < r; at the iterate iff C·drift + r < C·r (drift < r/2 for the exact LMO).
+(virtual point), and the same plus :math:`L\eta r` for
+:math:`\frac1K\sum_k \mathbb{E}\|\nabla f(y_k)\|_\dagger`, the average at the real iterates
+:math:`x_{k+\tau}` (step X2). Nesterov as in T1. Worst case (:math:`\delta = 2r`): the delay
+term is :math:`C L\eta r(\tau+1)`, one :math:`C L\eta r` more than T1's :math:`C L\eta r\tau`;
+EF wins when the drift is small (consecutive updates similar). For :math:`\tau = 1`: at the
+virtual point EF beats no EF iff :math:`\delta < r`; at the iterate iff
+:math:`C\delta + r < C r` (:math:`\delta < r/2` for the exact LMO).
 
-For verify/: w_k = x_{k+τ} + u_{k−1}, where u_{k−1} is the last applied update
-(``DelayedOptimizer.prev_update``); for τ = 1, drift·K·η = Σ_{j=0}^{K−2} ‖u_j − u_{j−1}‖ =
-the sum of the first K−1 recorded ``drift_norm`` values of ``track_updates=True`` (the first
-is ‖u_0‖).
+For ``verify/``: :math:`w_k = x_{k+\tau} + u_{k-1}`, where :math:`u_{k-1}` is the last applied
+update (``DelayedOptimizer.prev_update``); for :math:`\tau = 1`,
+:math:`\delta K\eta = \sum_{j=0}^{K-2} \|u_j - u_{j-1}\|`, the sum of the first :math:`K-1`
+recorded ``drift_norm`` values of ``track_updates=True`` (the first is :math:`\|u_0\|`).
 """
 
 from __future__ import annotations

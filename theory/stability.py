@@ -1,38 +1,43 @@
 r"""T3 — exact linear stability of delayed EMA-momentum gradient descent on a quadratic.
 
-Recursion (production semantics, ``formulation="gradient"``): f(x) = h x²/2, c = ηh,
-μ_t = η m_t:
+Recursion (production semantics, ``formulation="gradient"``): :math:`f(x) = h x^2/2`,
+:math:`c = \eta h`, :math:`\mu_t = \eta m_t`:
 
 .. math::
-    \mu_t = \beta\mu_{t-1} + (1-\beta)\,c\,x_{t-\tau},\qquad
-    x_{t+1} = x_t - \mu_t\ \ \text{(no EF)},\qquad
-    x_{t+1} = x_t - 2\mu_t + \mu_{t-1}\ \ \text{(EF, }\tau\ge1)
+    \mu_t &= \beta\mu_{t-1} + (1-\beta)\,c\,x_{t-\tau},\\
+    x_{t+1} &= x_t - \mu_t \qquad \text{(no EF)},\\
+    x_{t+1} &= x_t - 2\mu_t + \mu_{t-1} \qquad \text{(EF, } \tau\ge1\text{)}
 
 (torch SGD with ``momentum=β, dampening=β`` is this EMA; EF doubles the applied update and
 adds back the previous applied one; the delay core applies no correction to synchronous
-steps, so EF with τ = 0 is the plain method). With p = c(1 − β) the characteristic
-polynomials are (step SC1 checks them against det(zI − A) of the state matrix):
+steps, so EF with :math:`\tau = 0` is the plain method). With :math:`p = c(1 - \beta)` the
+characteristic polynomials are (step SC1 checks them against :math:`\det(zI - A)` of the state
+matrix):
 
-* τ = 0:           (z−1)(z−β) + p z
-* τ ≥ 1, no EF:    z^{τ−1}(z−1)(z−β) + p
-* τ ≥ 1, EF:       z^{τ}(z−1)(z−β) + p(2z − 1)
+* :math:`\tau = 0`: :math:`(z-1)(z-\beta) + p z`
+* :math:`\tau \ge 1`, no EF: :math:`z^{\tau-1}(z-1)(z-\beta) + p`
+* :math:`\tau \ge 1`, EF: :math:`z^{\tau}(z-1)(z-\beta) + p(2z - 1)`
 
-**Critical step** c*(β, τ, EF) = sup{c : the recursion is asymptotically stable for every
-ηh ∈ (0, c)}, from the Schur–Cohn conditions (all leading coefficients δ_k of the Schur
-transforms positive), derived symbolically:
+**Critical step** :math:`c^*(\beta, \tau, \text{EF}) = \sup\{c : \text{the recursion is
+asymptotically stable for every } \eta h \in (0, c)\}`, from the Schur–Cohn conditions (all
+leading coefficients :math:`\delta_k` of the Schur transforms positive), derived symbolically:
 
-* τ = 0:        c* = 2(1+β)/(1−β)
-* τ = 1:        c* = 1                              (independent of β)
-* τ = 2:        c* = (√(β²−2β+5) − 1 − β) / (2(1−β))  (0.618 at β=0, → 1/2 as β → 1)
-* τ = 1, EF:    c* = (√((5−β)/(1−β)) − 1) / 2       (0.618 at β=0, grows like 1/√(1−β))
-* τ = 2, EF:    c* = p*/(1−β), p* the unique positive root of
-                φ(p) = p³ + (3−β)p² + β(2−β)p − (1−β)    (0.532 at β=0, 0.85 at β=0.9)
+* :math:`\tau = 0`: :math:`c^* = 2(1+\beta)/(1-\beta)`
+* :math:`\tau = 1`: :math:`c^* = 1` (independent of :math:`\beta`)
+* :math:`\tau = 2`: :math:`c^* = \bigl(\sqrt{\beta^2-2\beta+5} - 1 - \beta\bigr) / (2(1-\beta))`
+  (0.618 at :math:`\beta = 0`, :math:`\to 1/2` as :math:`\beta \to 1`)
+* :math:`\tau = 1`, EF: :math:`c^* = \bigl(\sqrt{(5-\beta)/(1-\beta)} - 1\bigr) / 2` (0.618 at
+  :math:`\beta = 0`, grows like :math:`1/\sqrt{1-\beta}`)
+* :math:`\tau = 2`, EF: :math:`c^* = p^*/(1-\beta)`, :math:`p^*` the unique positive root of
+  :math:`\varphi(p) = p^3 + (3-\beta)p^2 + \beta(2-\beta)p - (1-\beta)` (0.532 at
+  :math:`\beta = 0`, 0.85 at :math:`\beta = 0.9`)
 
-So without EF a delay caps the stable ηh at ≤ 1 whatever the momentum, while with EF the
-stable range grows with β: this is the mechanism by which momentum and EF make training
-robust to delay. For diagonal/matrix quadratics the recursion decouples along eigenvectors:
-stable iff η·h_max < c*. The critical step is itself the tightness instance (exact).
-Other τ: :func:`critical_step` falls back to an exact root-locus computation (numeric).
+So without EF a delay caps the stable :math:`\eta h` at :math:`\le 1` whatever the momentum,
+while with EF the stable range grows with :math:`\beta`: this is the mechanism by which
+momentum and EF make training robust to delay. For diagonal/matrix quadratics the recursion
+decouples along eigenvectors: stable iff :math:`\eta h_{\max} < c^*`. The critical step is
+itself the tightness instance (exact). Other :math:`\tau`: :func:`critical_step` falls back
+to an exact root-locus computation (numeric).
 """
 
 from __future__ import annotations

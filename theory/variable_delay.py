@@ -1,32 +1,41 @@
 r"""T4 — per-block (per-stage) delays: original PipeDream vs PipeDream-2BW.
 
-**Method.** The parameters split into blocks s = 0..P−1 (pipeline stages; each a set of
-whole matrices), with the product norm ‖x‖ = max_s ‖x_s‖ (dual Σ_s ‖g_s‖†; Muon's per-matrix
-polar factor is the LMO of this ball). ``DelayedOptimizer(opt, delay=[τ_0, …, τ_{P−1}])``
-(``formulation="gradient"``): block s is idle for t < τ_s, then consumes ∇_s at x_{t−τ_s}:
+**Method.** The parameters split into blocks :math:`s = 0, \dots, P-1` (pipeline stages; each a
+set of whole matrices), with the product norm :math:`\|x\| = \max_s \|x_s\|` (dual
+:math:`\sum_s \|g_s\|_\dagger`; Muon's per-matrix polar factor is the LMO of this ball).
+``DelayedOptimizer(opt, delay=[τ_0, …, τ_{P−1}])`` (``formulation="gradient"``): block
+:math:`s` is idle for :math:`t < \tau_s`, then consumes :math:`\nabla_s f` at
+:math:`x_{t-\tau_s}`:
 
 .. math::
-    m_{s,t} = (1-\alpha) m_{s,t-1} + \alpha\, g_s(x_{t-\tau_s}),\ m_{s,\tau_s-1} = 0,\qquad
-    x_{s,t+1} = x_{s,t} - \eta\,\mathrm{lmo}_s(v_{s,t}).
+    m_{s,t} &= (1-\alpha)\, m_{s,t-1} + \alpha\, g_s(x_{t-\tau_s}),\qquad m_{s,\tau_s-1} = 0,\\
+    x_{s,t+1} &= x_{s,t} - \eta\,\mathrm{lmo}_s(v_{s,t}).
 
-Original PipeDream: τ_s = P−1−s (τ_max = P−1, τ_min = 0); PipeDream-2BW: τ_s = 1.
+Original PipeDream: :math:`\tau_s = P-1-s` (:math:`\tau_{\max} = P-1`, :math:`\tau_{\min} = 0`);
+PipeDream-2BW: :math:`\tau_s = 1`.
 
-**Theorem (T4).** Under A0, A1 (block variances σ_s² with Σσ_s² ≤ σ²), A2b (block
-smoothness L_s, Σ L_s = L), A3 (block ρ_s, ρ = √Σρ_s²), BAND, INIT, with Δτ = τ_max − τ_min,
-τ_eff = Σ_s L_s τ_s / L (≤ τ_max) and K steps after all blocks are active,
+**Theorem (T4).** Under A0, A1 (block variances :math:`\sigma_s^2` with
+:math:`\sum_s\sigma_s^2 \le \sigma^2`), A2b (block smoothness :math:`L_s`,
+:math:`\sum_s L_s = L`), A3 (block :math:`\rho_s`, :math:`\rho = \sqrt{\sum_s\rho_s^2}`), BAND,
+INIT, with :math:`\Delta\tau = \tau_{\max} - \tau_{\min}`,
+:math:`\tau_{\mathrm{eff}} = \sum_s L_s \tau_s / L` (:math:`\le \tau_{\max}`) and :math:`K`
+steps after all blocks are active,
 
 .. math::
-    \frac1K\sum_{t=\tau_{\max}}^{\tau_{\max}+K-1}\mathbb{E}\|\nabla f(x_t)\|_\dagger \le
-    q\Big(\frac{\Delta_0}{\eta K} + \big(1+\tfrac{\Delta\tau}{K}\big)\frac{L\eta r^2}{2}\Big)
-    + C\Big(\big(1+\tfrac{\Delta\tau}{K}\big)\Big(\sqrt\alpha\rho\sigma
-    + L\eta r\big(\tfrac{1-\alpha}{\alpha} + \tau_{\mathrm{eff}}\big)\Big)
-    + \frac{(1-\alpha)(E_0 + L\eta r(\tau_{\mathrm{eff}} - \tau_{\min}))}{\alpha K}\Big).
+    \frac1K\sum_{t=\tau_{\max}}^{\tau_{\max}+K-1}\mathbb{E}\|\nabla f(x_t)\|_\dagger
+    &\le q\Big(\frac{\Delta_0}{\eta K} + \big(1+\tfrac{\Delta\tau}{K}\big)
+    \frac{L\eta r^2}{2}\Big)\\
+    &\quad + C\Big(\big(1+\tfrac{\Delta\tau}{K}\big)\Big(\sqrt\alpha\rho\sigma
+    + L\eta r\big(\tfrac{1-\alpha}{\alpha} + \tau_{\mathrm{eff}}\big)\Big)\\
+    &\qquad + \frac{(1-\alpha)(E_0 + L\eta r(\tau_{\mathrm{eff}} - \tau_{\min}))}{\alpha K}\Big).
 
-Uniform delays reduce it to T1 (step W9). The delay penalty is CLηrτ_eff: 2BW pays τ = 1 at
-every depth; PipeDream pays τ_eff = (P−1)/2 for equal block smoothness and up to τ_max = P−1
-(when the early stages dominate L), i.e. it grows linearly with depth (step W12) — why depth
-hurts PipeDream and not 2BW. Without knowledge of the L_s, use τ_eff = τ_max (valid for any
-split, step W10). Nesterov: as in T1.
+Uniform delays reduce it to T1 (step W8). The delay penalty is
+:math:`C L\eta r\,\tau_{\mathrm{eff}}`: 2BW pays :math:`\tau = 1` at every depth; PipeDream
+pays :math:`\tau_{\mathrm{eff}} = (P-1)/2` for equal block smoothness and up to
+:math:`\tau_{\max} = P-1` (when the early stages dominate :math:`L`), i.e. it grows linearly
+with depth (step W12) — why depth hurts PipeDream and not 2BW. Without knowledge of the
+:math:`L_s`, use :math:`\tau_{\mathrm{eff}} = \tau_{\max}` (valid for any split, step W10).
+Nesterov: as in T1.
 """
 
 from __future__ import annotations
