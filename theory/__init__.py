@@ -9,7 +9,8 @@ Modules (one per result; each exposes ``statement``, ``result`` and numeric ``bo
 * :mod:`theory.error_feedback` — T2, the same with Error Feedback (worst case and drift);
 * :mod:`theory.stability` — T3, exact critical step sizes on quadratics;
 * :mod:`theory.variable_delay` — T4, per-stage delays (PipeDream vs 2BW);
-* :mod:`theory.muon_cycle` — MC, delayed Muon's limit cycle on a quadratic (Muon's T3).
+* :mod:`theory.muon_cycle` — MC, delayed Muon's limit cycle on a quadratic (Muon's T3);
+* :mod:`theory.taylor` — TC, what the Taylor (DC-ASGD) compensation guarantees on a quadratic.
 
 ``python -m theory`` checks every step of every result and exits non-zero on a failure.
 """
@@ -19,13 +20,13 @@ from __future__ import annotations
 
 def all_results() -> list:
     """Every result, in the order ``python -m theory`` reports them."""
-    from . import delayed_lmo, error_feedback, muon_cycle, stability, variable_delay
+    from . import delayed_lmo, error_feedback, muon_cycle, stability, taylor, variable_delay
 
     return [delayed_lmo.result(False), delayed_lmo.result(True),
             error_feedback.result(False), error_feedback.result(True),
             *stability.results(),
             variable_delay.result(False), variable_delay.result(True),
-            muon_cycle.result()]
+            muon_cycle.result(), taylor.result()]
 
 
 __all__ = ["all_results"]

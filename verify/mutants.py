@@ -102,6 +102,82 @@ def patch_wrong_weight_version() -> None:
     executor.PipelineExecutor._forward = _forward
 
 
+class _EFWrongPrev(DelayedOptimizer):
+    """EF whose memory term is u^{(t-2)}: x ← x − 2u + u_prevprev."""
+
+    def _run_round(self, active):
+        prev = {g: self.prev_update[g] for g, delayed in active.items()
+                if delayed and self.correction == "ef"}
+        older = getattr(self, "_older", {})
+        super()._run_round(active)
+        groups = self.optimizer.param_groups
+        with torch.no_grad():
+            for g, pu in prev.items():
+                pp = older.get(g)
+                for i, p in enumerate(groups[g]["params"]):
+                    if pu is not None and pu[i] is not None:
+                        p.sub_(pu[i])       # undo + u^{(t-1)}
+                    if pp is not None and pp[i] is not None:
+                        p.add_(pp[i])       # apply + u^{(t-2)}
+        self._older = {**older, **{g: pu for g, pu in prev.items()}}
+
+
+class EFWrongPrevious(System):
+    name = "ef_wrong_previous"
+
+    def delayed(self, opt, delay, correction="none", track_updates=False):
+        return _EFWrongPrev(opt, delay=delay, correction=correction,
+                            track_updates=track_updates)
+
+
+class _TaylorFlip(DelayedOptimizer):
+    """DC-ASGD with the sign of the compensation flipped (λ read as −λ)."""
+
+    @property
+    def taylor_lambda(self):
+        return -self._lam
+
+    @taylor_lambda.setter
+    def taylor_lambda(self, value):
+        self._lam = value
+
+
+class TaylorSignError(System):
+    name = "taylor_sign_error"
+
+    def delayed(self, opt, delay, correction="none", track_updates=False):
+        return _TaylorFlip(opt, delay=delay, correction=correction,
+                           track_updates=track_updates)
+
+
+class NesterovOff(System):
+    name = "nesterov_off"
+
+    def muon(self, params, *, lr, beta, ns_dtype="float64", nesterov=False):
+        return Muon(params, lr=lr, momentum=beta, nesterov=False, weight_decay=0.0,
+                    adjust_lr_fn="none", ns_dtype=ns_dtype)
+
+
+def patch_stage_version_off_by_one(stage: int = 0) -> None:
+    """Monkeypatch ``PipelineExecutor._forward`` (in this process) so that stage ``stage``
+    forwards on the weight version one update newer than the one its schedule action names
+    (clipped to the newest); every other stage is unchanged."""
+    import dataclasses
+
+    from asyncpp.pipeline import executor
+
+    original = executor.PipelineExecutor._forward
+
+    def _forward(self, a, st, inputs, targets, scale, t0):
+        if self.topo.stage == stage:
+            newer = a.version + 1 if (a.version + 1) in self._versions else self._newest
+            a = dataclasses.replace(a, version=newer)
+        return original(self, a, st, inputs, targets, scale, t0)
+
+    executor.PipelineExecutor._forward = _forward
+
+
 MUTANTS: dict[str, System] = {
-    m.name: m for m in (DelayTwoAsOne(), EFSignError(), NSWrongCoefficients())
+    m.name: m for m in (DelayTwoAsOne(), EFSignError(), NSWrongCoefficients(),
+                        EFWrongPrevious(), TaylorSignError(), NesterovOff())
 }

@@ -1,0 +1,69 @@
+r"""TC — what the Taylor (DC-ASGD) compensation guarantees on a separable quadratic.
+
+``DelayedOptimizer(correction="taylor")`` replaces the stale gradient g = ∇f(x_s) by
+
+.. math::  \hat g = g + \lambda\, g\odot g\odot(x_n - x_s)
+
+(x_n the weights it is applied at). On f = Σ_i h_i x_i²/2 the fresh gradient is
+∇_i f(x_n) = g_i + h_iΔ_i (Δ = x_n − x_s), so coordinatewise (TC1)
+
+.. math::  \hat g_i - \nabla_i f(x_n) = (\lambda g_i^2 - h_i)\,\Delta_i ,
+
+and whenever 0 ≤ λg_i² ≤ 2h_i (TC2–TC3) the compensated gradient is at least as close to the
+fresh one as the stale gradient: |ĝ_i − ∇_i f(x_n)| ≤ h_i|Δ_i| = |g_i − ∇_i f(x_n)| (TC4),
+with equality only at λg_i² ∈ {0, 2h_i}. A sign error in the correction gives
+−(λg_i² + h_i)Δ_i, strictly farther whenever λg_i²Δ_i ≠ 0: property ``L3.taylor_lemma`` of
+``verify/identities.py`` measures this on the production core.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+import sympy as sp
+
+from .assumptions import Result, Step, eq, ge, le
+
+lam = sp.Symbol("lambda", nonnegative=True)
+g = sp.Symbol("g", real=True)
+h = sp.Symbol("h", positive=True)
+xs, xn = sp.symbols("x_s x_n", real=True)
+G2 = sp.Symbol("g^2", nonnegative=True)
+
+
+def _steps() -> list[Step]:
+    ghat = g + lam * g**2 * (xn - xs)
+    fresh = g + h * (xn - xs)
+    t1 = Step("TC1 compensation error", "identity",
+              eq(ghat - fresh, (lam * g**2 - h) * (xn - xs)),
+              "quadratic coordinate: grad at x_n = g + h (x_n - x_s), g = h x_s")
+    t2 = Step("TC2 step-size condition", "assumption", le(lam * G2, 2 * h),
+              "lambda g^2 <= 2h (the instance chooses lambda so)")
+    t3 = Step("TC3 factor at most h (upper)", "inequality", le(lam * G2 - h, h),
+              uses=((t2, 1),))
+    t4 = Step("TC3b factor at least -h (lower)", "inequality", ge(lam * G2 - h, -h),
+              "lambda g^2 >= 0")
+    t5 = Step("TC4 compensated is closer", "cited",
+              le(sp.Symbol(r"|\hat g - \nabla f(x_n)|"), sp.Symbol(r"|g - \nabla f(x_n)|")),
+              "|g^ - grad f(x_n)| = |lambda g^2 - h| |Delta| <= h |Delta| = |g - grad f(x_n)| "
+              "by TC1, TC3, TC3b")
+    return [t1, t2, t3, t4, t5]
+
+
+@cache
+def result() -> Result:
+    """The TC :class:`~theory.assumptions.Result`."""
+    return Result(
+        name="TC",
+        title="Taylor (DC-ASGD) compensation on a separable quadratic",
+        quantity="|g^_i - grad_i f(x_n)| per coordinate",
+        quantity_latex=r"|\hat g_i - \nabla_i f(x_n)|",
+        statement=sp.Abs(lam * G2 - h) * sp.Symbol(r"|\Delta_i|"),
+        params=(lam, G2, h),
+        steps=_steps(),
+        assumptions=("quadratic f = h x^2/2",),
+        relation="=",
+    )
+
+
+__all__ = ["result"]

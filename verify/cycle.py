@@ -1,0 +1,95 @@
+r"""Property 9: production Muon under delay reproduces the theory's exact limit cycle.
+
+:func:`theory.muon_cycle.cycle` computes, in exact rational arithmetic, the trajectory of the
+1-D model (sign descent with heavy-ball or Nesterov momentum, delay τ, with or without EF) on
+f(x) = h x²/2 from x₀ = 0.3η, and certifies that it has locked onto a periodic orbit. A 1×1
+production ``Muon(lr, momentum=β, nesterov)`` step is s₀·lr·sign(v) with s₀ = NS(1)
+(``verify/problems.t1_tightness_problem``), so with lr = η/s₀ inside
+``DelayedOptimizer(delay=τ, correction)`` it must follow that trajectory exactly:
+
+* ``P9.cycle.orbit`` — max_t |x_t(production) − x_t(theory)|/η ≤ 1e-9 over the whole
+  certified trajectory (transient, then two periods after locking);
+* ``P9.cycle.amplitude`` — the measured amplitude max|x| over the last certified period
+  equals the theory's (same tolerance); for no EF and τ ≥ 1 the record also carries the
+  harmonic-balance value π/(2ω*) (an approximation: reported, not asserted).
+
+It is a P7-style equality on a theory-side object (the certified cycle), in the momentum regime
+and with EF, so a wrong EF rule, a wrong delay, Nesterov switched off or a wrong
+Newton–Schulz changes the orbit.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from fractions import Fraction
+
+import numpy as np
+import torch
+
+from theory import muon_cycle
+
+from .problems import DTYPE
+from .report import Record
+from .systems import PRODUCTION, System
+
+TOL = 1e-9
+
+
+@dataclass(frozen=True)
+class CycleInstance:
+    beta: str = "1/2"        # an exact fraction, as a string
+    tau: int = 1
+    ef: bool = False
+    nesterov: bool = False
+    eta: float = 0.1
+    h: float = 1.0
+
+    def params(self) -> dict:
+        return asdict(self)
+
+
+def production_orbit(inst: CycleInstance, steps: int, system: System = PRODUCTION):
+    """x_t/η (t ≤ steps) of production 1×1 Muon on f = h x²/2 with lr = η/s₀."""
+    s0 = float(PRODUCTION.newton_schulz(torch.ones(1, 1, dtype=DTYPE), torch.float64))
+    x = torch.nn.Parameter(torch.full((1, 1), 0.3 * inst.eta, dtype=DTYPE))
+    beta = float(Fraction(inst.beta))
+    opt = system.muon([x], lr=inst.eta / s0, beta=beta, ns_dtype="float64",
+                      nesterov=inst.nesterov)
+    dopt = system.delayed(opt, inst.tau, "ef" if inst.ef else "none")
+    xs = []
+    for _ in range(steps + 1):
+        xs.append(float(x.detach()) / inst.eta)
+        x.grad = inst.h * x.detach().clone()
+        dopt.step()
+    return np.array(xs)
+
+
+def cycle_orbit(inst: CycleInstance, system: System = PRODUCTION) -> list[Record]:
+    """``P9.cycle.orbit`` and ``P9.cycle.amplitude`` (module docstring)."""
+    c = muon_cycle.cycle(Fraction(inst.beta), inst.tau, inst.ef, inst.nesterov,
+                         Fraction(3, 10))
+    theory = np.array([float(v) for v in c.trajectory])
+    steps = len(theory) - 1
+    try:
+        prod = production_orbit(inst, steps, system)
+    except Exception as exc:  # a mutant that cannot run fails the property
+        return [Record("P9.cycle.orbit", "upper", math.inf, TOL, False, params=inst.params(),
+                       extra={"raised": repr(exc)})]
+    dev = float(np.max(np.abs(prod - theory))) if np.all(np.isfinite(prod)) else math.inf
+    last = prod[-c.period:]
+    amp_prod = float(np.max(np.abs(last)))
+    amp_th = float(c.amplitude)
+    extra = {"period": c.period, "locked_at": c.locked_at, "margin": c.margin,
+             "amplitude_theory": amp_th, "mean_abs_theory": float(c.mean_abs)}
+    if not inst.ef and inst.tau >= 1:
+        extra["amplitude_harmonic_balance"] = muon_cycle.harmonic_balance_amplitude(
+            float(Fraction(inst.beta)), inst.tau, inst.nesterov)
+    amp_dev = abs(amp_prod - amp_th)
+    return [Record("P9.cycle.orbit", "upper", dev, TOL, dev <= TOL, params=inst.params(),
+                   extra=extra),
+            Record("P9.cycle.amplitude", "upper", amp_dev, TOL, amp_dev <= TOL,
+                   params=inst.params(), extra={**extra, "amplitude_production": amp_prod})]
+
+
+__all__ = ["CycleInstance", "cycle_orbit", "production_orbit"]
