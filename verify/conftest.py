@@ -57,6 +57,29 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         REPORT.outcomes[report.nodeid] = report.outcome
 
 
+def mutant_table() -> list[str]:
+    """The mutant table as text lines: per mutant, the properties that catch it (theory-side
+    ones marked ``*``)."""
+    from verify.test_mutants import SIDE
+
+    lines = []
+    for mutant, checks in sorted(REPORT.mutants.items()):
+        caught = [p + ("*" if SIDE.get(p) == "theory" else "") for p, v in checks.items()
+                  if v["caught"]]
+        missed = [p for p, v in checks.items() if not v["caught"]]
+        lines.append(f"  {mutant:32s} caught by {len(caught):2d}: {', '.join(caught) or '-'}"
+                     f"   (missed by: {', '.join(missed) or '-'})")
+    return lines
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    if not REPORT.mutants:
+        return
+    terminalreporter.section("asyncpp mutant table (* = theory-side property)")
+    for line in mutant_table():
+        terminalreporter.write_line(line)
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if not REPORT.records and not REPORT.mutants and not REPORT.outcomes:
         return
