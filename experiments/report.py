@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import statistics
 import sys
 from pathlib import Path
@@ -31,7 +32,7 @@ sys.path.insert(0, str(HERE))
 
 import sweep  # noqa: E402  (cell names and grids; imports no torch)
 
-PAPER_360M = {  # PAPER.md, final val loss (sync, async, async+EF)
+PAPER_360M = {  # the paper's 360M results, final val loss (sync, async, async+EF)
     "muon": (2.578, 2.590, 2.583),
     "adamw": (2.612, 2.890, 2.640),
     "soap": (2.581, 2.608, 2.590),
@@ -482,6 +483,154 @@ def figures(R, out: Path, pts) -> list[Path]:
     return made
 
 
+# -- numbers quoted in prose ---------------------------------------------------------------------
+# A number in a verdict (experiments/README.md) is written as <!--n:KEY-->VALUE<!--/n-->: the
+# comment is invisible on GitHub, the book replaces VALUE by number(KEY) when it is built, and
+# tests/test_docs_numbers.py fails when a typed VALUE differs from number(KEY). Refresh the
+# typed values with `python experiments/report.py --fill-readme`.
+NUMBER_RE = re.compile(r"<!--n:([^>]*?)-->(.*?)<!--/n-->", re.S)
+_R_CACHE: dict[str, dict] = {}
+
+
+def _results_of(tier: str) -> dict:
+    if tier not in _R_CACHE:
+        folder = {"tiny": "results", "small": "results-small"}[tier]
+        _R_CACHE[tier] = load_results(HERE / folder)
+    return _R_CACHE[tier]
+
+
+def _mean_sd(xs: list[float], digits: int, signed: bool, sd: bool = True) -> str:
+    if not xs:
+        return "—"
+    if any(not math.isfinite(x) for x in xs):
+        return "diverged"
+    m = statistics.fmean(xs)
+    head = f"{m:+.{digits}f}" if signed else f"{m:.{digits}f}"
+    if not sd or len(xs) < 2:
+        return head
+    return f"{head} ± {statistics.stdev(xs):.{digits}f}"
+
+
+def _recovered_seed(R, seed: int, s: str, a: str, c: str) -> float | None:
+    v = [vals(R, x).get(seed) for x in (s, a, c)]
+    if any(x is None or not math.isfinite(x) for x in v) or abs(v[1] - v[0]) < 1e-12:
+        return None
+    return 100.0 * (v[1] - v[2]) / (v[1] - v[0])
+
+
+def _minus(text: str) -> str:
+    """Typographic minus, and no negative zero ("−0 %" reads as a loss)."""
+    if re.fullmatch(r"-0(\.0+)?( %)?", text):
+        text = text[1:]
+    return text.replace("-", "−")
+
+
+def number(key: str) -> str:
+    """The current value of a number quoted in prose, from the result files only.
+
+    ``KEY`` is ``tier/kind/args`` with an optional ``:digits``; cells are result-cell names:
+
+    - ``count`` — number of result files of the tier; ``n/C`` — seeds of cell C;
+    - ``loss/C``, ``lossmean/C`` — final validation loss of C, mean ± std (or the mean);
+    - ``gap/A/B``, ``gapmean/A/B`` — paired gap B − A, signed;
+    - ``gapseed/k/A/B`` — the gap of seed k; ``lossseed/k/C`` — the loss of seed k;
+      ``diffseed/k/A/B`` — A − B in seed k, unsigned; ``gapat/STEP/A/B`` — the seed-mean gap of the
+      validation curves at evaluation step STEP;
+    - ``rec/S/A/C`` — the share of the gap A − S that C recovers, "NN %"; ``recnum/S/A/C``
+      the same without the unit; ``recseed/k/S/A/C`` that share for seed k;
+    - ``drift/C``, ``driftmean/C`` — mean relative update drift ρ̄ (default 2 digits);
+    - ``pearson``, ``spearman`` — drift against share recovered over the optimizers (Table 6);
+    - ``flatdrop/C`` — validation-loss drop over the last 20 % of the steps, mean ± std;
+    - ``paper/gap/O``, ``paper/rec/O`` — the paper's 360M gap and EF share (``PAPER_360M``).
+    """
+    return _minus(_number(key))
+
+
+def _number(key: str) -> str:
+    body, _, dig = key.partition(":")
+    tier, kind, *args = body.split("/")
+    if tier == "paper":  # the paper's 360M numbers (PAPER_360M), quoted beside ours
+        s_, a_, e_ = PAPER_360M[args[0]]
+        if kind == "gap":
+            return f"{a_ - s_:+.3f}"
+        if kind == "rec":
+            return "—" if e_ is None else f"{100 * (a_ - e_) / (a_ - s_):.0f} %"
+        raise KeyError(f"unknown paper number {key!r}")
+    R = _results_of(tier)
+    d = int(dig) if dig else None
+    if kind == "count":
+        return str(sum(len(v) for v in R.values()))
+    if kind == "n":
+        return str(len(vals(R, args[0])))
+    if kind in ("loss", "lossmean"):
+        return _mean_sd(list(vals(R, args[0]).values()), d or 3, False, kind == "loss")
+    if kind in ("gap", "gapmean"):
+        return _mean_sd(gap(R, args[0], args[1]), d or 3, True, kind == "gap")
+    if kind == "gapseed":
+        a, b = vals(R, args[1]).get(int(args[0])), vals(R, args[2]).get(int(args[0]))
+        return "—" if a is None or b is None else f"{b - a:+.{d or 3}f}"
+    if kind == "lossseed":
+        v = vals(R, args[1]).get(int(args[0]))
+        return "—" if v is None else f"{v:.{d or 3}f}"
+    if kind == "diffseed":
+        a, b = vals(R, args[1]).get(int(args[0])), vals(R, args[2]).get(int(args[0]))
+        return "—" if a is None or b is None else f"{a - b:.{d or 3}f}"
+    if kind == "gapat":
+        step, a, b = int(args[0]), args[1], args[2]
+        ra, rb = R.get(a, {}), R.get(b, {})
+        gaps = []
+        for k in sorted(set(ra) & set(rb)):
+            ca, cb = ra[k]["curves"], rb[k]["curves"]
+            if step in ca["val_step"] and step in cb["val_step"]:
+                gaps.append(cb["val_loss"][cb["val_step"].index(step)]
+                            - ca["val_loss"][ca["val_step"].index(step)])
+        return _mean_sd(gaps, d or 2, True, False)
+    if kind in ("rec", "recnum"):
+        x = recovered(R, *args)
+        if x is None:
+            return "—"
+        return f"{x:.{d or 0}f}" + (" %" if kind == "rec" else "")
+    if kind == "recseed":
+        x = _recovered_seed(R, int(args[0]), *args[1:])
+        return "—" if x is None else f"{x:.{d or 0}f}"
+    if kind in ("drift", "driftmean"):
+        return _mean_sd(drift(R, args[0]), d or 2, False, kind == "drift")
+    if kind in ("pearson", "spearman"):
+        pts = table6(R)[1]
+        xs, ys = [q[0] for q in pts], [q[1] for q in pts]
+        if kind == "spearman":
+            xs, ys = _ranks(xs), _ranks(ys)
+        return f"{_pearson(xs, ys):+.{d or 2}f}"
+    if kind == "flatdrop":
+        recs = [r for r in R.get(args[0], {}).values() if r.get("status") == "ok"]
+        drops = []
+        for r in recs:
+            steps, vl = r["curves"]["val_step"], r["curves"]["val_loss"]
+            i80 = min(range(len(steps)), key=lambda i: abs(steps[i] - 0.8 * steps[-1]))
+            drops.append(vl[i80] - vl[-1])
+        return _mean_sd(drops, d or 3, False, True)
+    raise KeyError(f"unknown number kind {kind!r} in {key!r}")
+
+
+def fill_numbers(text: str, keep_markers: bool = False) -> str:
+    """``text`` with every ``<!--n:KEY-->VALUE<!--/n-->`` replaced by the current
+    :func:`number` (markers kept around it when ``keep_markers``)."""
+    def repl(m):
+        value = number(m.group(1))
+        return f"<!--n:{m.group(1)}-->{value}<!--/n-->" if keep_markers else value
+    return NUMBER_RE.sub(repl, text)
+
+
+def stale_numbers(text: str) -> list[tuple[str, str, str]]:
+    """``(key, typed, current)`` for every marked number whose typed value is not current."""
+    out = []
+    for m in NUMBER_RE.finditer(text):
+        current = number(m.group(1))
+        if m.group(2) != current:
+            out.append((m.group(1), m.group(2), current))
+    return out
+
+
 def build_report(results: Path, out: Path) -> Path:
     """Write ``out/tables.md`` and ``out/figures/*.png`` from ``results`` (the tables of the
     tier :func:`sweep.set_tier` selected); returns tables.md."""
@@ -507,7 +656,7 @@ def build_report(results: Path, out: Path) -> Path:
         table1_over_time(R), "",
         "How flat the synchronous validation loss is at the end (the issue asks for runs long "
         "enough that it has flattened):", "", table_flatness(R), "",
-        "Paper (360M, FineWeb-Edu; PAPER.md):", "", table_paper(), "",
+        "The paper (360M, FineWeb-Edu):", "", table_paper(), "",
         "## Table 2 — momentum", "", table2(R), "",
         "## Table 3 — mitigations", "", table3(R), "",
     ]
@@ -536,7 +685,19 @@ def main(argv=None) -> int:
     ap.add_argument("--results", default=None, help="default: the tier's results folder")
     ap.add_argument("--out", default=None, help="default: experiments/ (tiny), "
                     "experiments/small/ (small)")
+    ap.add_argument("--fill-readme", action="store_true",
+                    help="rewrite the marked numbers of experiments/README.md to their current "
+                    "values (see number()) and exit")
     args = ap.parse_args(argv)
+    if args.fill_readme:
+        readme = HERE / "README.md"
+        text = readme.read_text(encoding="utf-8")
+        stale = stale_numbers(text)
+        readme.write_text(fill_numbers(text, keep_markers=True), encoding="utf-8")
+        for key, old, new in stale:
+            print(f"{key}: {old} -> {new}")
+        print(f"{len(stale)} number(s) updated in {readme}")
+        return 0
     sweep.set_tier(args.tier)
     results = Path(args.results) if args.results else sweep.RESULTS
     out = Path(args.out) if args.out else (HERE if args.tier == "tiny" else HERE / args.tier)

@@ -1,0 +1,82 @@
+"""The numbers quoted in the experiment verdicts are the numbers the result files give.
+
+``experiments/README.md`` writes every result it quotes as ``<!--n:KEY-->VALUE<!--/n-->``;
+``experiments/report.py``'s ``number(KEY)`` computes it from ``experiments/results*/``. The book
+shows the computed value; these tests fail when the typed value is stale, when a key does not
+resolve, or when a verdict quotes a result-like number without a marker. Refresh the typed
+values with ``python experiments/report.py --fill-readme``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "experiments" / "README.md"
+VERDICT_HEADINGS = ("## Verdicts, claim by claim", "### Verdicts of the `small` tier")
+# a mean ± sd, or a signed 3-decimal gap: the shapes a measured result takes in the prose
+RESULT_LIKE = re.compile(r"\d\.\d+ ± \d|[+−]\d+\.\d{3}")
+
+
+@pytest.fixture(scope="module")
+def report():
+    if not (ROOT / "experiments" / "results").is_dir():
+        pytest.skip("no experiments/results in this checkout")
+    spec = importlib.util.spec_from_file_location("asyncpp_experiments_report_test",
+                                                  ROOT / "experiments" / "report.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _sections(text: str) -> dict[str, str]:
+    out = {}
+    for heading in VERDICT_HEADINGS:
+        assert heading in text, f"experiments/README.md lost its section {heading!r}"
+        start = text.index(heading)
+        level = heading.split(" ")[0]
+        nxt = [m.start() for m in re.finditer(rf"^#{{1,{len(level)}}} ", text[start + 1:], re.M)]
+        out[heading] = text[start: start + 1 + nxt[0]] if nxt else text[start:]
+    return out
+
+
+def test_every_marked_number_is_current(report):
+    text = README.read_text(encoding="utf-8")
+    marks = report.NUMBER_RE.findall(text)
+    assert len(marks) > 100, "the verdicts should quote their numbers through markers"
+    stale = report.stale_numbers(text)
+    assert not stale, ("numbers in experiments/README.md differ from report.py "
+                       "(run `python experiments/report.py --fill-readme`):\n"
+                       + "\n".join(f"  {k}: typed {t!r}, computed {c!r}" for k, t, c in stale))
+
+
+def test_verdicts_quote_no_unmarked_result(report):
+    text = README.read_text(encoding="utf-8")
+    for heading, body in _sections(text).items():
+        bare = report.NUMBER_RE.sub("", body)
+        found = [bare[max(0, m.start() - 30): m.end()] for m in RESULT_LIKE.finditer(bare)]
+        assert not found, f"unmarked result numbers in {heading!r}: {found}"
+
+
+def test_number_detects_a_stale_value(report):
+    """The check can fail: a marker with a wrong typed value is reported."""
+    key = "tiny/gap/muon-sync/muon-async"
+    current = report.number(key)
+    assert re.fullmatch(r"[+−]\d\.\d{3} ± \d\.\d{3}", current), current
+    wrong = f"<!--n:{key}-->+9.999 ± 0.000<!--/n-->"
+    assert report.stale_numbers(wrong) == [(key, "+9.999 ± 0.000", current)]
+    assert report.fill_numbers(wrong) == current
+
+
+def test_table_numbers_match_the_tables(report):
+    """A verdict number and the table the page shows are the same computation."""
+    R = report.load_results(ROOT / "experiments" / "results")
+    table2 = report.table2(R)
+    gap = report.number("tiny/gap/adamw-sync-beta0.98/adamw-async-beta0.98")
+    assert gap.lstrip("+").replace("−", "-") in table2.replace("−", "-")
+    with pytest.raises(KeyError):
+        report.number("tiny/nonsense/x")
