@@ -174,15 +174,23 @@ def test_lr_schedule_warmup_and_cosine_to_ten_percent():
 def test_clipping_global_versus_per_stage():
     a, b = torch.nn.Parameter(torch.zeros(3)), torch.nn.Parameter(torch.zeros(4))
     a.grad, b.grad = torch.tensor([3.0, 0.0, 0.0]), torch.tensor([0.0, 4.0, 0.0, 0.0])
-    stages = [[a], [b]]
-    norms = loop.grad_norms(stages)
-    assert norms == [3.0, 4.0]
-    loop.clip_gradients(stages, norms, 1.0, "global")  # ||g|| = 5 → scale 1/5
+    from asyncpp.optim import clip_coefficient, scale_, squared_norm
+
+    sq = [squared_norm(g) for g in ([a.grad], [b.grad])]
+    assert [float(q) for q in sq] == [9.0, 16.0]
+    total = torch.stack(sq).sum()
+    for g in (a.grad, b.grad):  # global: ||g|| = 5 → scale 1/5
+        scale_([g], clip_coefficient(total, 1.0))
     torch.testing.assert_close(a.grad, torch.tensor([0.6, 0.0, 0.0]), atol=1e-6, rtol=0)
     a.grad, b.grad = torch.tensor([3.0, 0.0, 0.0]), torch.tensor([0.0, 4.0, 0.0, 0.0])
-    loop.clip_gradients(stages, loop.grad_norms(stages), 1.0, "stage")
+    for g in (a.grad, b.grad):  # per stage: each to norm 1
+        scale_([g], clip_coefficient(squared_norm([g]), 1.0))
     assert float(a.grad.norm()) == pytest.approx(1.0, abs=1e-6)
     assert float(b.grad.norm()) == pytest.approx(1.0, abs=1e-6)
+    # Below the threshold nothing changes (the coefficient is capped at 1), bit for bit.
+    g = torch.tensor([0.1, 0.2])
+    scale_([g], clip_coefficient(squared_norm([g]), 1.0))
+    assert torch.equal(g, torch.tensor([0.1, 0.2]))
 
 
 def test_non_finite_loss_stops_or_skips(tmp_path, cache, monkeypatch):
@@ -194,7 +202,9 @@ def test_non_finite_loss_stops_or_skips(tmp_path, cache, monkeypatch):
         out = real(logits, targets)
         return out * float("nan") if calls["n"] == 3 else out
 
-    monkeypatch.setattr(loop, "lm_loss", flaky)
+    from asyncpp.train import simulation
+
+    monkeypatch.setattr(simulation, "lm_loss", flaky)
     cfg = make_cfg(tmp_path / "a", cache, train={"eval_every": 0, "checkpoint_every": 1})
     with pytest.raises(loop.TrainingError, match="non-finite loss at step 3"):
         loop.train(cfg)

@@ -163,7 +163,7 @@ def _cfg(**sections):
 
 
 def test_layout_checks_before_any_process_group():
-    from asyncpp.train.distributed import check_layout
+    from asyncpp.train.pipelined import check_layout
 
     assert check_layout(_cfg(), 2) == (1, 2)
     assert check_layout(_cfg(), 4) == (2, 2)
@@ -173,8 +173,7 @@ def test_layout_checks_before_any_process_group():
         check_layout(_cfg(train={"clip_scope": "stage"}), 2)
     with pytest.raises(ConfigError, match="on_nonfinite='skip'"):
         check_layout(_cfg(train={"on_nonfinite": "skip"}), 2)
-    with pytest.raises(ConfigError, match="run.compile is not supported under torchrun"):
-        check_layout(_cfg(run={"compile": True}), 2)
+    assert check_layout(_cfg(run={"compile": True}), 2) == (1, 2)  # compiled stages run
 
 
 @pytest.mark.multiprocess

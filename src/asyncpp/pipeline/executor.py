@@ -149,6 +149,9 @@ class PipelineExecutor:
         before_update: optional callback ``(applied_at)`` right before each update is applied,
             with the simulated step a(u) it belongs to (:attr:`OptimizerStep.applied_at`),
             e.g. to set that step's learning rate.
+        eager_updates: apply every update as soon as its step completes on this stage (waiting
+            for its reductions) instead of deferring it — for callers that inspect the
+            optimizer after each step (update tracking); same results, less overlap.
         forward_fn: optional replacement for ``functional_call(stage, weights, args)`` with
             the same signature ``(stage, weights, args)``, e.g. a ``torch.compile``-d one.
         config: extra settings (e.g. the training config as a dict) that must agree on all
@@ -175,6 +178,7 @@ class PipelineExecutor:
         clip_scope: str = "global",
         before_update: Callable[[int], None] | None = None,
         forward_fn: Callable | None = None,
+        eager_updates: bool = False,
     ) -> None:
         spec = get_spec(schedule)
         if not spec.needs_pipeline:
@@ -202,6 +206,7 @@ class PipelineExecutor:
         self.clip_scope = clip_scope
         self.before_update = before_update
         self.forward_fn = forward_fn
+        self.eager_updates = eager_updates
         self.loss_fn = loss_fn
         self.on_gradients = on_gradients
         self.stage = stage
@@ -393,12 +398,12 @@ class PipelineExecutor:
         if t.dp_group is not None:
             src = dist.get_process_group_ranks(t.dp_group)[0]
             for _, p in self._params:
-                self._wait(dist.broadcast(p.data, src=src, group=t.dp_group, async_op=True),
+                self.wait(dist.broadcast(p.data, src=src, group=t.dp_group, async_op=True),
                            "the start-up weight broadcast")
         if self.tied and t.tie_group is not None:
             for n in sorted(self.tied, key=lambda k: self.tied[k]):
                 p = dict(self._params)[n]
-                self._wait(dist.broadcast(p.data, src=t.stage_ranks[0], group=t.tie_group,
+                self.wait(dist.broadcast(p.data, src=t.stage_ranks[0], group=t.tie_group,
                                           async_op=True), "the tied-weight broadcast")
 
     # -- weights ---------------------------------------------------------------------------
@@ -432,7 +437,9 @@ class PipelineExecutor:
         return lambda t: sched.delay_at(t) == 0
 
     # -- communication -------------------------------------------------------------------------
-    def _wait(self, work, what: str, peer: int | None = None) -> None:
+    def wait(self, work, what: str, peer: int | None = None) -> None:
+        """Wait for ``work`` (a ``torch.distributed`` work handle) up to the executor's timeout;
+        :class:`PipelineError` naming this rank, ``what`` and ``peer`` if it does not finish."""
         if work is None:
             return
         try:
@@ -492,7 +499,7 @@ class PipelineExecutor:
                 if not st["header_recvd"]:
                     hdr = torch.empty(_HEADER, dtype=torch.int64, device=self.device)
                     for w in self._post([("recv", hdr, peer)]):
-                        self._wait(w, "the activation header", peer)
+                        self.wait(w, "the activation header", peer)
                     h = hdr.tolist()
                     if not (0 <= h[0] < len(_DTYPES) and 0 <= h[1] <= _HEADER - 2):
                         raise PipelineError(f"malformed activation header {h} from rank {peer}")
@@ -509,12 +516,12 @@ class PipelineExecutor:
         if len(works) != len(ops):
             # A coalesced batch (NCCL): one handle for all; wait for it now.
             for w in works:
-                self._wait(w, "a batched pipeline exchange")
+                self.wait(w, "a batched pipeline exchange")
             works = [None] * len(ops)
         st["send_works"].append(([w for (op, _, _), w in zip(ops, works) if op == "send"],
                                  [o[1] for o in ops if o[0] == "send"]))
         for idx, a, buf, peer in recvs:
-            self._wait(works[idx], f"the {a.kind} of step {a.step} microbatch {a.mb}", peer)
+            self.wait(works[idx], f"the {a.kind} of step {a.step} microbatch {a.mb}", peer)
             st["in_msgs"][(a.kind, a.step, a.mb)] = buf
         self._drain_sends(st, keep=4 * self.num_stages)
 
@@ -526,7 +533,7 @@ class PipelineExecutor:
             works, _ = q[0]
             if len(q) > keep:
                 for w in works:
-                    self._wait(w, "a send")
+                    self.wait(w, "a send")
             elif not all(w is None or w.is_completed() for w in works):
                 break
             q.pop(0)
@@ -631,6 +638,8 @@ class PipelineExecutor:
                     self._backward(a, st)
                 else:
                     self._launch_update(a, st)
+                    if self.eager_updates:
+                        self._apply_pending(need_version=math.inf)
                     done = a.mb is None or a.mb == self.num_microbatches - 1
                     if done:
                         yield StepOutput(a.step, st["losses"].pop(a.step, None),
@@ -652,7 +661,7 @@ class PipelineExecutor:
                 losses.zero_()
             else:
                 losses /= self.topo.dp_size
-            self._wait(dist.all_reduce(losses, group=self.topo.world_group, async_op=True),
+            self.wait(dist.all_reduce(losses, group=self.topo.world_group, async_op=True),
                        "the loss all-reduce")
         return [float(x) for x in losses.tolist()]
 
@@ -750,7 +759,7 @@ class PipelineExecutor:
         skip = set(self.tied) if (t.is_last and t.num_stages > 1) else set()
         if tied and t.is_first:
             for w in pend.tie_works:
-                self._wait(w, "the tied-weight all-reduce")
+                self.wait(w, "the tied-weight all-reduce")
             pend.tie_done()
             pend.tie_works, pend.tie_done = [], None
         sq = squared_norm([grads[n] for n in names if n not in skip and grads[n] is not None],
@@ -780,11 +789,11 @@ class PipelineExecutor:
     def _apply(self, pend: _PendingUpdate) -> None:
         a, grads = pend.action, pend.grads
         for w in pend.tie_works:
-            self._wait(w, "the tied-weight all-reduce")
+            self.wait(w, "the tied-weight all-reduce")
         if pend.tie_done is not None:
             pend.tie_done()
         if pend.norm_sq is not None:
-            self._wait(pend.norm_work, "the gradient-norm all-reduce")
+            self.wait(pend.norm_work, "the gradient-norm all-reduce")
             self._last_norm_sq = pend.norm_sq
             scale_([g for g in grads.values() if g is not None],
                    clip_coefficient(pend.norm_sq, self.max_grad_norm))
@@ -816,7 +825,7 @@ class PipelineExecutor:
     def _all_reduce_mean(self, grads, names, group, divisor, what) -> None:
         works, finish = self._all_reduce_async(grads, names, group, what, divisor)
         for w in works:
-            self._wait(w, f"the {what} all-reduce")
+            self.wait(w, f"the {what} all-reduce")
         finish()
 
     def _all_reduce_async(self, grads, names, group, what, divisor: int = 1):
@@ -866,6 +875,7 @@ class PipelineExecutor:
         st = {"inflight": {}, "in_msgs": {}, "out_msgs": {}, "send_works": [],
               "header_sent": False, "header_recvd": False}
         losses = torch.zeros(len(batches), dtype=torch.float64, device=self.device)
+        call = self.forward_fn or functional_call
         for k, b in enumerate(batches):
             xs = self._split(b[0], "inputs") if first else None
             ys = self._split(b[1], "targets") if last else None
@@ -877,12 +887,12 @@ class PipelineExecutor:
                     x = xs[i]
                 if last:
                     if self.loss_fn is not None:
-                        loss = self.loss_fn(functional_call(self.stage, weights, (x,)), ys[i])
+                        loss = self.loss_fn(call(self.stage, weights, (x,)), ys[i])
                     else:
-                        loss = functional_call(self.stage, weights, (x, ys[i]))
+                        loss = call(self.stage, weights, (x, ys[i]))
                     losses[k] += loss.double().reshape(()) / self.num_microbatches
                 else:
-                    out = functional_call(self.stage, weights, (x,)).contiguous()
+                    out = call(self.stage, weights, (x,)).contiguous()
                     st["out_msgs"][(S.ACTIVATION, k, i)] = out
                     self._communicate([S.Send(S.ACTIVATION, k, i, s + 1)], st)
         self._drain_sends(st)

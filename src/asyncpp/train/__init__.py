@@ -1,4 +1,5 @@
-"""Training: configuration (TOML + CLI overrides), the loop, checkpoints, metrics, CLIs.
+"""Training: configuration (TOML + CLI overrides), the trainer and its two step backends,
+checkpoints, metrics, CLIs.
 
 ``asyncpp.train.config`` imports no torch (the CLI validates before loading anything heavy);
 the other names are loaded on first use.
@@ -11,15 +12,16 @@ import importlib
 from .config import Config, ConfigError, load_config, to_toml, validate
 
 _LAZY = {
-    "Hooks": "loop",
-    "RunResult": "loop",
-    "TrainingError": "loop",
-    "train": "loop",
-    "prepare_run": "loop",
-    "run_distributed": "loop",
-    "build_stage_optimizer": "loop",
-    "lr_factor": "loop",
-    "apply_lr": "loop",
+    "Hooks": "trainer",
+    "RunResult": "trainer",
+    "Trainer": "trainer",
+    "TrainingError": "components",
+    "train": "trainer",
+    "train_distributed": "trainer",
+    "prepare_run": "components",
+    "build_stage_optimizer": "components",
+    "lr_factor": "components",
+    "apply_lr": "components",
     "load_checkpoint": "checkpoint",
     "save_checkpoint": "checkpoint",
     "MetricsWriter": "metrics",

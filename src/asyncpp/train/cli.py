@@ -139,39 +139,56 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     world = _world_size()
-    from . import loop  # torch is imported from here on
+    from . import checkpoint as ckpt_io  # torch is imported from here on
+    from . import components, trainer
+    from .progress import progress_hooks
 
     restarts = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
     if not args.resume and restarts.isdigit() and int(restarts) > 0 \
-            and loop.ckpt_io.list_checkpoints(cfg.run_dir):
+            and ckpt_io.list_checkpoints(cfg.run_dir):
         # torchrun --max-restarts=N relaunches failed workers with the same arguments.
         print(f"{PROG}: torchrun restart {restarts}: resuming from the latest checkpoint in "
               f"{cfg.run_dir}", file=sys.stderr)
         args.resume = True
 
-    if world is not None and world > 1 and not cfg.pipeline.simulate:
+    t0 = time.perf_counter()
+    stop = {"signal": None}
+    distributed = world is not None and world > 1 and not cfg.pipeline.simulate
+    rank = int(os.environ.get("RANK", "0")) if distributed else 0
+    if distributed:
         try:
-            result = loop.run_distributed(cfg, resume=args.resume, hooks=loop.Hooks())
+            peak = components.peak_tflops(cfg, components.resolve_device(cfg.run.device))
         except ConfigError as e:
             return _fail(str(e))
-        code = getattr(result, "exit_code", 0 if result.finished else 1)  # stop_after: 0
+        hooks, bar = progress_hooks(cfg, stop, peak, world)
+        try:
+            result = trainer.train_distributed(cfg, resume=args.resume,
+                                               hooks=hooks if rank == 0 else None)
+        except ConfigError as e:
+            return _fail(str(e))
+        finally:
+            if bar["bar"] is not None:
+                bar["bar"].close()
+        code = result.exit_code
         if code > 128:  # every rank stopped at the same step boundary (SIGTERM/SIGINT)
-            print(f"{PROG}: rank {os.environ.get('RANK', '0')}: interrupted; checkpoint "
-                  f"written at step {result.steps_done} (continue with --resume --run.dir "
-                  f"{cfg.run_dir}); exit status {code}", file=sys.stderr)
+            print(f"{PROG}: rank {rank}: interrupted; checkpoint written at step "
+                  f"{result.steps_done} (continue with --resume --run.dir {cfg.run_dir}); exit "
+                  f"status {code}", file=sys.stderr)
+            return code
+        if rank == 0 and code == 0:
+            _report(cfg, result, time.perf_counter() - t0)
         return code
 
-    t0 = time.perf_counter()
     print(f"{PROG}: preparing data ({cfg.data.source}); a first run trains and caches the "
           "tokenizer", file=sys.stderr)
     try:
-        prepared = loop.prepare_run(cfg, resume=args.resume)
+        prepared = components.prepare_run(cfg, resume=args.resume)
     except (ConfigError, ValueError) as e:
         return _fail(str(e))
     except OSError as e:  # e.g. an unwritable cache folder
         return _fail(f"{e.strerror or e}: {e.filename!r}; check data.path, data.cache_dir / "
                      "$ASYNCPP_CACHE and run.dir")
-    data = prepared[0]
+    data, _, device = prepared
     mc = cfg.model_config()
     print(f"{PROG}: {data.description}", file=sys.stderr)
     print(f"{PROG}: model {mc.name} ({mc.num_params() / 1e6:.2f}M params), optimizer "
@@ -179,17 +196,16 @@ def main(argv: list[str] | None = None) -> int:
           f"m={cfg.pipeline.microbatches}, delays {cfg.stage_delays()}), correction "
           f"{cfg.delay.correction}, run dir {cfg.run_dir}", file=sys.stderr)
 
-    stop = {"signal": None}
-
     def handler(signum, frame):
         stop["signal"] = signum
         signal.signal(signum, signal.SIG_DFL)  # a second signal ends the process at once
 
     old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
-    hooks, bar = _progress_hooks(cfg, stop)
+    hooks, bar = progress_hooks(cfg, stop, components.peak_tflops(cfg, device), 1)
     try:
-        result = loop.train(cfg, resume=args.resume, hooks=hooks, prepared=prepared)
-    except loop.TrainingError as e:
+        result = trainer.train(cfg, resume=args.resume, hooks=hooks, prepared=prepared,
+                               stop=stop)
+    except components.TrainingError as e:
         print(f"{PROG}: error: {e}", file=sys.stderr)
         return 1
     except OSError as e:  # disk full / folder removed mid-run: earlier checkpoints survive
@@ -209,54 +225,31 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{PROG}: stopped after step {result.steps_done} of {cfg.train.steps}; continue "
               f"with --resume --run.dir {cfg.run_dir}")
         return 0
+    _report(cfg, result, time.perf_counter() - t0)
+    return 0
+
+
+def _report(cfg, result, wall: float) -> None:
+    """The closing lines of a finished run (stdout)."""
+    if not result.finished:
+        print(f"{PROG}: stopped after step {result.steps_done} of {cfg.train.steps}; continue "
+              f"with --resume --run.dir {cfg.run_dir}")
+        return
     if result.final_train_loss is None:
         print(f"run directory: {result.run_dir}")
-        return 0
-    wall = time.perf_counter() - t0
+        return
     first = f"{result.first_train_loss:.3f} → " if result.first_train_loss is not None else ""
     val = f", val loss {result.final_val_loss:.3f}" if result.final_val_loss is not None else ""
-    tps = f", {result.tokens_per_s:,.0f} tokens/s" if result.tokens_per_s else ""
+    tps = f", {result.steady_tokens_per_s:,.0f} tokens/s (steady)" \
+        if result.steady_tokens_per_s else ""
+    mfu = f", MFU {100 * result.mfu:.1f} %" if result.mfu else ""
     print(f"done: {result.steps_done} steps in {_fmt_time(wall)}; train loss "
-          f"{first}{result.final_train_loss:.3f}{val}{tps}")
+          f"{first}{result.final_train_loss:.3f}{val}{tps}{mfu}")
     print(f"run directory: {result.run_dir}")
     if result.export is not None:
         print(f"exported model: {result.export}")
     if result.plot is not None:
         print(f"loss plot: {result.plot}")
-    return 0
-
-
-def _progress_hooks(cfg, stop):
-    from tqdm.auto import tqdm
-
-    from .loop import Hooks
-
-    state = {"bar": None, "val": None}
-
-    def on_start(start, total):
-        state["bar"] = tqdm(total=total, initial=start, file=sys.stderr, unit="step",
-                            dynamic_ncols=True, disable=not cfg.log.progress,
-                            desc=cfg.run.name, smoothing=0.1)
-
-    def on_step(rec):
-        bar = state["bar"]
-        if "val_loss" in rec:
-            state["val"] = rec["val_loss"]
-        post = {"loss": f"{rec['train_loss']:.3f}"}
-        if state["val"] is not None:
-            post["val"] = f"{state['val']:.3f}"
-        post["tok/s"] = f"{rec['tokens_per_s']:.0f}"
-        bar.set_postfix(post, refresh=False)
-        bar.update(1)
-
-    def on_message(text):
-        if state["bar"] is not None:
-            state["bar"].write(f"{PROG}: {text}", file=sys.stderr)
-        else:
-            print(f"{PROG}: {text}", file=sys.stderr)
-
-    return Hooks(on_start=on_start, on_step=on_step, on_message=on_message,
-                 should_stop=lambda: stop["signal"] is not None), state
 
 
 if __name__ == "__main__":

@@ -437,10 +437,10 @@ def validate(cfg: Config, world_size: int | None = None) -> None:
     if p.stages > mc.n_layers:
         raise ConfigError(f"pipeline.stages={p.stages} exceeds the model's {mc.n_layers} layers; "
                           f"use at most {mc.n_layers} stages or a deeper model")
+    spec = cfg.schedule_spec
     if not spec.needs_pipeline and p.stages > 1:
         raise ConfigError(f"pipeline.stages={p.stages} needs a pipeline schedule; set "
                           "--pipeline.schedule gpipe, 1f1b, pipedream or 2bw (or stages 1)")
-    spec = cfg.schedule_spec
     need = spec.min_microbatches(p.stages)
     if p.microbatches < need:
         raise ConfigError(f"pipeline.schedule={p.schedule!r} on {p.stages} stages needs "
@@ -466,6 +466,9 @@ def validate(cfg: Config, world_size: int | None = None) -> None:
                 f"({p.stages - 1} and 0), so the tied embedding/head of model "
                 f"{cfg.model.name!r} cannot be updated consistently; set --model.tie_embeddings "
                 "false or use --pipeline.schedule 2bw")
+    if o.shard == "on" and o.name != "muon":
+        raise ConfigError(f"optimizer.shard='on' shards Muon only, not {o.name!r}; use "
+                          "--optimizer.shard auto")
     if dl.correction == "taylor" and dl.formulation != "gradient":
         raise ConfigError("delay.correction='taylor' modifies the stale gradient and needs "
                           "delay.formulation='gradient'")

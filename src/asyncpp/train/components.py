@@ -1,0 +1,258 @@
+r"""The building blocks of a training run that do not depend on how steps are executed:
+device, optimizer and learning-rate schedule, loss, evaluation, model FLOPs, run-directory
+preparation and the resume check. The trainer (:mod:`asyncpp.train.trainer`) and both of its
+step backends use them.
+
+Learning rate of step :math:`t`: :math:`\eta_t = \eta_\text{peak}\, f(t)` on every
+parameter group (Muon's matrix groups with ``optimizer.lr``, its AdamW side with
+``optimizer.adamw_lr``), with linear warmup over :math:`W` steps and cosine decay to
+:math:`r = ` ``min_lr_ratio``:
+
+.. math::
+    f(t) = \begin{cases} (t+1)/W & t < W\\
+    r + (1-r)\,\tfrac12\big(1 + \cos(\pi\,(t-W)/(T-W))\big) & t \ge W\end{cases}
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import resource
+import shutil
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from ..data import DataBundle, eval_batches, load_data
+from ..delay import DelayedOptimizer
+from ..optim import build_optimizer
+from . import checkpoint as ckpt_io
+from .config import Config, ConfigError
+from .metrics import tensorboard_available
+
+log = logging.getLogger(__name__)
+
+# Config fields that may differ between a checkpoint and the run resuming it.
+RESUME_FREE = {
+    "run": {"name", "dir", "device", "compile", "overwrite", "threads", "peak_tflops",
+            "peer_timeout_s"},
+    "data": {"cache_dir"},
+    "train": {"eval_every", "eval_batches", "log_every", "checkpoint_every", "keep_checkpoints",
+              "stop_after", "export"},
+    "pipeline": {"simulate"},
+    "log": {"progress", "tensorboard", "plot"},
+}
+
+PEAK_TFLOPS = {"H100": 989.0, "H200": 989.0, "H800": 989.0, "A100": 312.0, "L40S": 362.0,
+               "B200": 2250.0, "GH200": 989.0}
+"""Dense bf16 peak TFLOP/s by device-name fragment (the MFU's denominator, when
+``run.peak_tflops`` is 0)."""
+
+
+class TrainingError(RuntimeError):
+    """The run cannot continue (non-finite loss, ...); the message names the step."""
+
+
+# -- building blocks (also for the multi-process executor) ----------------------------------------
+def resolve_device(name: str) -> torch.device:
+    """``auto`` → CUDA if available, else CPU; a CUDA request without CUDA is a ConfigError."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    dev = torch.device(name)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"run.device={name!r} but CUDA is not available; use --run.device cpu")
+    return dev
+
+
+def optimizer_hparams(cfg: Config, device: torch.device) -> dict:
+    """Keyword arguments of :func:`asyncpp.optim.build_optimizer` for ``cfg.optimizer``."""
+    o = cfg.optimizer
+    if o.name == "muon":
+        ns = o.ns_dtype if o.ns_dtype != "auto" else (
+            "bfloat16" if device.type == "cuda" else "float32")
+        return dict(lr=o.lr, momentum=o.momentum, nesterov=o.nesterov,
+                    weight_decay=o.weight_decay, ns_steps=o.ns_steps, ns_dtype=ns,
+                    adjust_lr_fn=o.adjust_lr_fn, adamw_lr=o.adamw_lr,
+                    adamw_betas=(o.beta1, o.beta2), adamw_eps=o.eps,
+                    adamw_weight_decay=o.adamw_weight_decay)
+    if o.name == "adamw":
+        return dict(lr=o.lr, betas=(o.beta1, o.beta2), eps=o.eps, weight_decay=o.weight_decay)
+    # SOAP, Adan, Lion, MARS: β1 through "momentum", the other betas at their defaults.
+    return dict(lr=o.lr, weight_decay=o.weight_decay, momentum=o.beta1)
+
+
+def build_stage_optimizer(cfg: Config, named_params, stage: int,
+                          device: torch.device, dp_group=None) -> DelayedOptimizer:
+    """The optimizer of pipeline stage ``stage`` over its ``(name, param)`` pairs, wrapped in a
+    :class:`DelayedOptimizer` with the stage's delay τ_s and the configured correction. With
+    ``dp_group`` (the stage's data-parallel replicas) and Muon with ``optimizer.shard`` on or
+    auto, the Muon side is a :class:`~asyncpp.optim.DistributedMuon` (ZeRO-1: each replica
+    keeps the momentum of, and orthogonalises, its share of the matrices)."""
+    hp = optimizer_hparams(cfg, device)
+    opt = build_optimizer(cfg.optimizer.name, named_params, **hp)
+    if dp_group is not None and cfg.optimizer.name == "muon" and cfg.optimizer.shard != "off":
+        from ..optim import DistributedMuon
+
+        groups = [{"params": g["params"], "use_muon": g["use_muon"]} for g in opt.param_groups]
+        opt = DistributedMuon(groups, process_group=dp_group, **hp)
+    d = cfg.delay
+    return DelayedOptimizer(opt, delay=cfg.stage_delays()[stage], correction=d.correction,
+                            taylor_lambda=d.taylor_lambda, sync_start=d.sync_start,
+                            sync_cooldown=d.sync_cooldown, total_steps=cfg.train.steps,
+                            formulation=d.formulation, track_updates=d.track_updates)
+
+
+def lr_factor(step: int, total: int, warmup_frac: float, min_ratio: float) -> float:
+    """f(t) of the module docstring (step is 0-based)."""
+    W = round(warmup_frac * total)
+    if W and step < W:
+        return (step + 1) / W
+    progress = min(1.0, (step - W) / max(1, total - W))
+    return min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+def apply_lr(optimizer: torch.optim.Optimizer, cfg: Config, factor: float) -> None:
+    r"""Set :math:`\eta_t` on every group: Muon groups ``lr``, Muon's AdamW groups
+    ``adamw_lr``, other optimizers' groups ``lr`` — each its own peak times ``factor``."""
+    o = cfg.optimizer
+    for g in optimizer.param_groups:
+        if "use_muon" in g and not g["use_muon"]:
+            g["adamw_lr"] = o.adamw_lr * factor
+        else:
+            g["lr"] = o.lr * factor
+
+
+def lm_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    r"""Mean next-token cross-entropy :math:`-\frac{1}{BT}\sum \log p(y_{b,t}\mid x_{b,\le t})`
+    (computed in float32)."""
+    return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+
+@torch.no_grad()
+def evaluate(loss_of, windows, batch_size: int, num_batches: int, device) -> float:
+    """Mean validation loss over the fixed validation batches; ``loss_of(x, y)`` returns the
+    mean loss of one batch (accumulated on the device, fetched once)."""
+    total = torch.zeros((), dtype=torch.float64, device=device)
+    n = 0
+    for x, y in eval_batches(windows, batch_size, num_batches):
+        total += loss_of(x.to(device), y.to(device)).double() * x.shape[0]
+        n += x.shape[0]
+    return float(total) / max(n, 1)
+
+
+def peak_memory_mb(device: torch.device) -> float:
+    """CUDA: max allocated; CPU: the process's max resident set size."""
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def model_flops_per_token(cfg: Config) -> float:
+    r"""Training FLOPs per token, :math:`6N + 12\,L\,d\,T` (N parameters, L layers, width d,
+    sequence length T: forward and backward of the matmuls plus the attention scores)."""
+    mc = cfg.model_config()
+    return 6.0 * mc.num_params() + 12.0 * mc.n_layers * mc.dim * cfg.data.seq_len
+
+
+def peak_tflops(cfg: Config, device: torch.device) -> float | None:
+    """The MFU's denominator: ``run.peak_tflops`` if set, else the dense bf16 peak of a known
+    CUDA device (:data:`PEAK_TFLOPS`), else ``None`` (CPU, unknown GPU: no MFU)."""
+    if cfg.run.peak_tflops > 0:
+        return float(cfg.run.peak_tflops)
+    if device.type != "cuda":
+        return None
+    name = torch.cuda.get_device_name(device)
+    for frag, tf in sorted(PEAK_TFLOPS.items(), key=lambda kv: -len(kv[0])):
+        if frag in name:
+            return tf
+    return None
+
+
+def lr_at(cfg: Config, step: int) -> float:
+    """f(t) for step t of ``cfg`` (clamped to the last step)."""
+    t = cfg.train
+    return lr_factor(min(step, t.steps - 1), t.steps, t.warmup_frac, t.min_lr_ratio)
+
+
+def autocast_context(cfg: Config, device: torch.device):
+    """bf16 autocast on ``device`` when ``run.precision`` is bf16, else a no-op context."""
+    if cfg.run.precision != "bf16":
+        return contextlib.nullcontext()
+    return torch.autocast(device.type, dtype=torch.bfloat16)
+
+
+def check_resume_config(saved: dict, cfg: Config) -> None:
+    """ConfigError naming the first setting that differs from the checkpoint's (except the
+    bookkeeping fields in ``RESUME_FREE``)."""
+    mine = cfg.resolved().to_dict()
+    defaults = Config().to_dict()
+    for sec, body in mine.items():
+        for k, v in body.items():
+            if k in RESUME_FREE.get(sec, ()):
+                continue
+            # A setting added after the checkpoint was written had its default then.
+            old = saved.get(sec, {}).get(k, defaults.get(sec, {}).get(k))
+            if old != v:
+                raise ConfigError(
+                    f"the checkpoint was made with {sec}.{k}={old!r}, this run has {v!r}; resume "
+                    f"with the checkpoint's settings (config.toml in the run directory)")
+
+
+def prepare_run(cfg: Config, *, resume: bool,
+                distributed: bool = False) -> tuple[DataBundle, dict | None, torch.device]:
+    """Everything that can fail on bad input, before anything is written: device, data,
+    tokenizer/vocabulary, resume checkpoint and its config, run directory state
+    (``distributed``: called by a rank of a torchrun launch)."""
+    device = resolve_device(cfg.run.device)
+    if cfg.log.tensorboard == "on" and not tensorboard_available():
+        raise ConfigError("log.tensorboard='on' but tensorboard is not installed; "
+                          "`pip install tensorboard` or use --log.tensorboard auto")
+    run_dir = cfg.run_dir
+    if run_dir.exists() and not run_dir.is_dir():
+        raise ConfigError(f"run.dir={str(run_dir)!r} is a file; choose a folder")
+    mc = cfg.model_config()
+    try:  # unwritable folder, a path below a file, too little free space: before training
+        ckpt_io.check_writable(run_dir, ckpt_io.estimate_run_bytes(
+            mc.num_params(), cfg.train.keep_checkpoints))
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    ckpt = None
+    if resume:
+        found = ckpt_io.list_checkpoints(run_dir)
+        if not found:
+            raise ConfigError(f"--resume: no checkpoint in {str(run_dir)!r}; start without "
+                              "--resume or point --run.dir at the run")
+        ckpt = ckpt_io.load_checkpoint(found[-1][1])
+        check_resume_config(ckpt["config"], cfg)
+        if "distributed" in ckpt and not distributed:
+            raise ConfigError(f"the checkpoint was written by a torchrun launch of "
+                              f"{ckpt['distributed']['world_size']} ranks; resume it under "
+                              "torchrun with as many processes")
+    elif run_dir.exists() and any(run_dir.iterdir()) and not cfg.run.overwrite:
+        raise ConfigError(f"run directory {str(run_dir)!r} already holds files; pass --resume to "
+                          "continue that run, --run.overwrite true to replace it, or another "
+                          "--run.name / --run.dir")
+    data = load_data(cfg.data, mc.vocab_size)
+    return data, ckpt, device
+
+
+def clear_run_dir(run_dir: Path) -> None:
+    for name in ("metrics.jsonl", "config.toml", "config.json", "summary.json", "loss.png",
+                 "tokenizer.json"):
+        (run_dir / name).unlink(missing_ok=True)
+    for sub in ("checkpoints", "tb", "export"):
+        shutil.rmtree(run_dir / sub, ignore_errors=True)
+
+
+def to_device(obj, device):
+    if isinstance(obj, torch.Tensor):
+        return obj.to(device)
+    if isinstance(obj, dict):
+        return {k: to_device(v, device) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(to_device(v, device) for v in obj)
+    return obj
+
+

@@ -1,0 +1,343 @@
+r"""The ``torchrun`` step backend: this rank runs one pipeline stage on
+:class:`~asyncpp.pipeline.PipelineExecutor`, streaming steps without draining between them.
+
+World layout: ``WORLD_SIZE = dp · P`` with ``P = pipeline.stages``; rank ``r`` is stage
+``r mod P`` of data-parallel replica ``r div P`` (stage-fastest, as
+:meth:`PipelineTopology.create` splits it). Stage s holds the layers of
+:func:`asyncpp.models.pipeline_boundaries` — the same groups as the single-process simulation —
+initialised by :meth:`Transformer.init_weights` (per-parameter seeds, so a stage draws exactly
+the weights the whole model would).
+
+One optimizer step t (``train.batch_size`` = B sequences in all): every rank draws the same
+batch from the same sampler; replica k takes rows :math:`[kB/dp, (k+1)B/dp)` and splits them
+into m microbatches, so :math:`g_t = \frac{1}{dp\,m}\sum_{k,i}\nabla\ell(x;\xi_{t,k,i})` — the
+simulation's mean over the m microbatches of the whole batch (B divisible by dp·m). The update
+that applies a gradient at simulated step a (``OptimizerStep.applied_at``; PipeDream counts
+microbatch updates) uses :math:`\eta_{\min(\lfloor a/k\rfloor,\,T-1)}` with k = m for PipeDream,
+1 otherwise — exactly the rate the simulation uses for that gradient. Clipping ``global``: the
+norm over all stages (one asynchronous scalar all-reduce per update); ``stage``: each stage's
+own. Validation runs on the weights the next step reads (the simulation's weights at that
+point); the final one on the newest weights (the simulation's after ``flush``).
+
+Outputs: rank 0 writes the run directory and shows the progress bar; every rank writes its
+checkpoint shard ``checkpoints/step-N.shards/rank-R.pt`` (``PipelineExecutor.state_dict()``:
+every live weight version, optimizer + delay/EF state; data position; RNG), committed by rank 0
+writing the manifest ``checkpoints/step-N.pt`` after all shards are on disk (all files
+atomic). Checkpoints are taken at drains (the pipeline is quiet: no in-flight microbatch, no
+queued update), so resuming is bit-exact.
+
+Compile: with ``run.compile`` each rank compiles its stage's forward (``functional_call`` over
+the version's weights; the last stage's includes the loss), so the graph does not depend on
+which weight version a microbatch reads.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from torch.func import functional_call
+
+from ..data import BatchSampler, eval_batches
+from ..data.cache import atomic_write
+from ..delay import DriftMeter
+from ..models import build_model, pipeline_boundaries, split_stage
+from ..pipeline import PipelineExecutor, PipelineTopology, build_stage
+from . import checkpoint as ckpt_io
+from .components import (
+    apply_lr,
+    autocast_context,
+    build_stage_optimizer,
+    lm_loss,
+    lr_at,
+    prepare_run,
+)
+from .config import Config, ConfigError
+from .trainer import Prefetcher, StepOut
+
+
+def check_layout(cfg: Config, world: int) -> tuple[int, int]:
+    """``(dp, P)`` of a world of ``world`` ranks: dp = world / P; ``ConfigError`` unless
+    B mod (dp·m) = 0 and the run uses only settings the executor realises."""
+    P, m, B = cfg.pipeline.stages, cfg.pipeline.microbatches, cfg.train.batch_size
+    if world % P:
+        raise ConfigError(f"the world size {world} is not divisible by pipeline.stages={P}; "
+                          f"launch a multiple of {P} processes")
+    dp = world // P
+    if B % (dp * m):
+        raise ConfigError(
+            f"train.batch_size={B} must split into {dp} data-parallel replicas × {m} "
+            f"microbatches under torchrun ({world} ranks / {P} stages); use a multiple of "
+            f"{dp * m}")
+    mc = cfg.model_config()
+    if cfg.train.clip_scope == "stage" and cfg.train.grad_clip > 0 and mc.tie_embeddings \
+            and P > 1:
+        raise ConfigError("train.clip_scope='stage' with tied embeddings has no multi-process "
+                          "equivalent (the tied matrix belongs to stage 0 only in the "
+                          "simulation); use --train.clip_scope global or "
+                          "--model.tie_embeddings false")
+    if cfg.train.on_nonfinite == "skip":
+        raise ConfigError("train.on_nonfinite='skip' is not supported under torchrun (the "
+                          "update is applied inside the pipeline before the loss is known); use "
+                          "--train.on_nonfinite stop")
+    if cfg.train.export:
+        raise ConfigError("train.export is not supported under torchrun yet (each rank holds "
+                          "one stage); export from a single-process run, or set "
+                          "--train.export false")
+    return dp, P
+
+
+def agree(error: str | None) -> None:
+    """Collective: raise ``ConfigError`` on every rank if any rank reports an error."""
+    everyone: list = [None] * dist.get_world_size()
+    dist.all_gather_object(everyone, error)
+    bad = [(r, e) for r, e in enumerate(everyone) if e]
+    if bad:
+        raise ConfigError(bad[0][1])
+
+
+def shard_dir(run_dir: Path, step: int) -> Path:
+    """The folder of step ``step``'s per-rank checkpoint shards."""
+    return ckpt_io.checkpoint_dir(run_dir) / f"step-{step:08d}.shards"
+
+
+def prepare_distributed(cfg: Config, resume: bool):
+    """:func:`prepare_run` on rank 0 first (it trains/caches the tokenizer), then on the
+    others from the cache; the layout and the resume checkpoint checked on every rank.
+    Returns ``(data, manifest)``."""
+    rank, world = dist.get_rank(), dist.get_world_size()
+    err = None
+    try:
+        check_layout(cfg, world)
+    except ConfigError as e:
+        err = str(e)
+    agree(err)
+    prepared = None
+    for turn in (0, 1):
+        err = None
+        if (rank == 0) == (turn == 0):
+            try:
+                prepared = prepare_run(cfg, resume=resume, distributed=True)
+            except (ConfigError, ValueError) as e:
+                err = str(e)
+            except OSError as e:  # e.g. an unwritable cache folder
+                err = (f"{e.strerror or e}: {e.filename!r}; check data.path, data.cache_dir / "
+                       "$ASYNCPP_CACHE and run.dir")
+        agree(err)
+    data, manifest, _ = prepared
+    P = cfg.pipeline.stages
+    layout = {"world_size": world, "stages": P, "dp": world // P}
+    err = None
+    if manifest is not None:
+        if "distributed" not in manifest:
+            err = ("the checkpoint was written by a single-process run; resume it without "
+                   "torchrun (asyncpp-train --resume)")
+        elif manifest["distributed"] != layout:
+            err = (f"the checkpoint was written with {manifest['distributed']}, this launch has "
+                   f"{layout}; relaunch with world size {manifest['distributed']['world_size']}")
+        elif not (shard_dir(cfg.run_dir, int(manifest["step"])) / f"rank-{rank:05d}.pt").is_file():
+            err = (f"the checkpoint of step {manifest['step']} lacks the shard of rank {rank}; "
+                   "delete that checkpoint to resume from the previous one")
+    agree(err)
+    return data, manifest
+
+
+class PipelineBackend:
+    """Steps of ``cfg`` on this rank's pipeline stage (see the module docstring)."""
+
+    def __init__(self, cfg: Config, data, device: torch.device, stop: dict) -> None:
+        self.cfg, self.data, self.device, self.stop = cfg, data, device, stop
+        self.rank, self.world = dist.get_rank(), dist.get_world_size()
+        self.is_writer = self.rank == 0
+        self.has_validation = data.val is not None
+        spec = cfg.schedule_spec
+        self.k = spec.updates_per_step(cfg.pipeline.microbatches)
+        self.lookahead = max(1, spec.lookahead_steps(cfg.pipeline.stages,
+                                                     cfg.pipeline.microbatches))
+        self.meter = None
+        self.next_step = 0
+
+    def barrier(self) -> None:
+        dist.barrier()
+
+    def pending_signal(self) -> int | None:
+        return self.stop.get("signal")
+
+    # -- set-up ----------------------------------------------------------------------------
+    def setup(self, manifest: dict | None) -> int:
+        cfg, device = self.cfg, self.device
+        dp, P = check_layout(cfg, self.world)
+        m = cfg.pipeline.microbatches
+        self.dp = dp
+        timeout = cfg.run.peer_timeout_s
+        self.topo = topo = PipelineTopology.create(P, timeout=timeout)
+        # Metrics and stop requests travel on their own CPU group, so their all-reduce never
+        # queues behind the pipeline's messages (and needs no device synchronisation).
+        self.ctrl = dist.new_group(backend="gloo", timeout=_td(timeout))
+        s = topo.stage
+        mc = cfg.model_config()
+        model = build_model(mc, device="meta")
+        stage = build_stage(model.pipeline_layers(), s, P,
+                            boundaries=pipeline_boundaries(mc.n_layers, P))
+        split_stage(model, s, P)  # the same sub-modules as `stage`, others dropped
+        model.to_empty(device=device)
+        if mc.tie_embeddings and model.tok_embeddings is not None and model.output is not None:
+            model.output.weight = model.tok_embeddings.weight  # to_empty unties
+        model.init_weights(cfg.run.seed)
+        model.set_aux_loss_scale(1.0 / (m // self.k))
+        torch.manual_seed(cfg.run.seed)
+        dp_group = topo.dp_group if dp > 1 else None
+        self.dopt = dopt = build_stage_optimizer(cfg, stage.named_parameters(), s, device,
+                                                 dp_group=dp_group)
+        clip = cfg.train.grad_clip if cfg.train.grad_clip > 0 else None
+        T, k = cfg.train.steps, self.k
+
+        def before_update(applied_at: int) -> None:
+            apply_lr(dopt.optimizer, cfg, lr_at(cfg, applied_at // k))
+
+        last = topo.is_last
+
+        def forward(module, weights, args):
+            with autocast_context(cfg, device):
+                if last:  # the loss inside the (compiled) graph
+                    return lm_loss(functional_call(module, weights, args[:1]), args[1])
+                return functional_call(module, weights, args)
+
+        self.ex = ex = PipelineExecutor(
+            stage, dopt, schedule=cfg.pipeline.schedule, num_microbatches=m, topology=topo,
+            loss_fn=None, max_grad_norm=clip, clip_scope=cfg.train.clip_scope,
+            timeout=timeout, config=cfg.resolved().to_dict(), before_update=before_update,
+            forward_fn=torch.compile(forward) if cfg.run.compile else forward,
+            # Update tracking reads each update when its step completes, so nothing may wait.
+            eager_updates=cfg.delay.track_updates)
+        if cfg.delay.track_updates:
+            self.meter = DriftMeter.for_optimizers([dopt], T * k)
+            named = dict(stage.named_parameters())
+            tied = set(stage.tied_parameters) if (last and P > 1) else set()
+            dopt.exclude_from_stats(named[n] for n in tied if n in named)
+        sampler = BatchSampler(self.data.train, cfg.train.batch_size, seed=cfg.run.seed)
+        B = cfg.train.batch_size
+        rows = slice(topo.dp_rank * B // dp, (topo.dp_rank + 1) * B // dp)
+        self.batches = Prefetcher(sampler, device, rows, need=(topo.is_first, last))
+        start = 0
+        if manifest is not None:
+            start = int(manifest["step"])
+            shard = ckpt_io.load_checkpoint(shard_dir(cfg.run_dir, start)
+                                            / f"rank-{self.rank:05d}.pt")
+            ex.load_state_dict(shard["executor"])
+            if self.meter is not None:
+                self.meter.load_state_dict(shard["drift"])
+            self.batches.load_state_dict(shard["sampler"])
+            ckpt_io.set_rng_state(shard["rng"])
+        self.next_step = start
+        self.val = []
+        if self.data.val is not None:
+            self.val = [(x, y) for x, y in eval_batches(self.data.val, B, cfg.train.eval_batches)
+                        if x.shape[0] % m == 0]
+        self.has_validation = bool(self.val)
+        return start
+
+    # -- steps -------------------------------------------------------------------------------
+    def delay_of(self, step: int) -> int:
+        i = step * self.k
+        return 0 if self.dopt.schedule.in_sync_window(i) else max(self.cfg.stage_delays())
+
+    def end_after(self, step: int) -> None:
+        self.ex.end_after(step)
+
+    def run(self, first: int, num_steps: int):
+        if first != self.ex.next_step:
+            raise RuntimeError(f"the executor is at step {self.ex.next_step}, not {first}")
+        for out in self.ex.run_steps(self.batches, num_steps):
+            drift = self.meter.collect([self.dopt]) if self.meter is not None else []
+            yield StepOut(out.step, out.loss, out.grad_sq, None, drift)
+        self.next_step = self.ex.next_step
+
+    # -- metrics -----------------------------------------------------------------------------
+    def post(self, outs: list[StepOut], stop: bool):
+        """Start the sum over all ranks of each step's (loss, squared norms, drift) and of the
+        stop requests: one device-to-host copy, two small all-reduces on the CPU group."""
+        k = self.k
+        zero = torch.zeros(1, dtype=torch.float64, device=self.device)
+        dev = torch.stack([torch.cat([(o.loss.reshape(1) if o.loss is not None else zero),
+                                      o.grad_sq.reshape(-1)]) for o in outs])
+        rows = dev.cpu()  # the one host synchronisation of the interval
+        if self.meter is not None:
+            drift = torch.zeros(len(outs), 2 * k + 1, dtype=torch.float64)
+            for i, o in enumerate(outs):
+                for j, (u2, d2) in enumerate(o.drift[:k]):
+                    drift[i, 2 * j], drift[i, 2 * j + 1] = u2, d2
+                drift[i, -1] = len(o.drift)
+            rows = torch.cat([rows, drift], dim=1)
+        flags = torch.tensor([float(self.stop.get("signal") or 0), 1.0 if stop else 0.0],
+                             dtype=torch.float64)
+        works = [dist.all_reduce(rows, group=self.ctrl, async_op=True),
+                 dist.all_reduce(flags, op=dist.ReduceOp.MAX, group=self.ctrl, async_op=True)]
+        return rows, flags, works, len(outs)
+
+    def collect(self, handle):
+        rows, flags, works, n = handle
+        for w in works:
+            self.ex.wait(w, "the metrics all-reduce")
+        k, dp = self.k, self.dp
+        values = []
+        for r in rows.tolist():
+            v = {"loss": r[0] / dp, "grad_sq": [g / dp for g in r[1:1 + k]]}
+            if self.meter is not None:
+                d = r[1 + k:]
+                if int(d[-1]) != k * self.world:
+                    raise RuntimeError(f"update tracking: expected {k} updates on each of "
+                                       f"{self.world} ranks, got {int(d[-1])} in all")
+                v["drift"] = [(d[2 * j] / dp, d[2 * j + 1] / dp) for j in range(k)]
+            values.append(v)
+        sig = int(flags[0])
+        return values, (sig or None), bool(sig) or bool(flags[1])
+
+    # -- drains --------------------------------------------------------------------------------
+    def finish(self) -> None:
+        pass  # the executor's drain already applied every update
+
+    def evaluate(self, final: bool) -> float:
+        ex = self.ex
+        version = None if final else ex.version_for_step(ex.next_step)
+        sizes = [x.shape[0] for x, _ in self.val]
+        losses = ex.evaluate([(x.to(self.device), y.to(self.device)) for x, y in self.val],
+                             version=version)
+        return sum(v * n for v, n in zip(losses, sizes)) / max(sum(sizes), 1)
+
+    def save(self, step: int, config: dict) -> None:
+        cfg = self.cfg
+        layout = {"world_size": self.world, "stages": cfg.pipeline.stages, "dp": self.dp}
+        shard = {"format": ckpt_io.FORMAT, "step": step, "rank": self.rank, "layout": layout,
+                 "executor": self.ex.state_dict(), "sampler": self.batches.state_dict(),
+                 "rng": ckpt_io.rng_state(),
+                 **({"drift": self.meter.state_dict()} if self.meter is not None else {})}
+        atomic_write(shard_dir(cfg.run_dir, step) / f"rank-{self.rank:05d}.pt",
+                     lambda f: torch.save(shard, f))
+        dist.barrier()  # every shard is on disk before the manifest commits the checkpoint
+        if self.rank == 0:
+            ckpt_io.save_checkpoint(cfg.run_dir, {
+                "step": step, "config": config, "distributed": layout,
+                "sampler": self.batches.state_dict(), "rng": ckpt_io.rng_state()},
+                keep=cfg.train.keep_checkpoints)
+            kept = {st for st, _ in ckpt_io.list_checkpoints(cfg.run_dir)}
+            for d in ckpt_io.checkpoint_dir(cfg.run_dir).glob("step-*.shards"):
+                if int(d.name[5:13]) not in kept:
+                    shutil.rmtree(d, ignore_errors=True)
+
+    def summary_fields(self) -> dict:
+        cfg = self.cfg
+        return {"world_size": self.world, "stages": cfg.pipeline.stages, "dp": self.dp,
+                **(self.meter.summary() if self.meter is not None else {})}
+
+    def export(self):
+        return None
+
+
+def _td(seconds: float):
+    from datetime import timedelta
+
+    return timedelta(seconds=seconds)
+
