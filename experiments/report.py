@@ -631,6 +631,62 @@ def stale_numbers(text: str) -> list[tuple[str, str, str]]:
     return out
 
 
+# -- results at a glance (README and the book's first page) --------------------------------------
+GLANCE_OPTIMIZERS = ("muon", "adamw", "soap")
+
+
+def glance_table(tier: str = "small", verdicts: str = "") -> str:
+    """Five lines: per optimizer, our gap async − sync and EF's share of it next to the
+    paper's (360M). Cells are marked numbers (see :func:`number`), so the table can be pasted
+    into Markdown that the tests check; ``verdicts`` is a link target for the last column."""
+    def m(key):
+        return f"<!--n:{key}-->{number(key)}<!--/n-->"
+    lines = [f"| optimizer | gap async − sync (ours, `{tier}`) | gap (paper, 360M) | "
+             "EF recovers (ours) | EF recovers (paper) |",
+             "| --- | --- | --- | --- | --- |"]
+    for o in GLANCE_OPTIMIZERS:
+        s_, a_, e_ = f"{o}-sync", f"{o}-async", f"{o}-ef"
+        lines.append(f"| {LABEL[o]} | {m(f'{tier}/gap/{s_}/{a_}')} | {m(f'paper/gap/{o}')} | "
+                     f"{m(f'{tier}/rec/{s_}/{a_}/{e_}')} | {m(f'paper/rec/{o}')} |")
+    return "\n".join(lines)
+
+
+def glance_figure(R, path: Path) -> Path | None:
+    """Validation loss of Muon and AdamW: synchronous, one-step delayed (2BW) and delayed +
+    EF, seed means; ``None`` without matplotlib."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), sharey=False)
+    for ax, o in zip(axes, ("muon", "adamw")):
+        for mode, lab, style in (("sync", "synchronous", "-"),
+                                 ("async", "async (2BW, τ = 1)", "--"),
+                                 ("ef", "async + EF", "-.")):
+            recs = [r for r in R.get(f"{o}-{mode}", {}).values() if r.get("status") == "ok"]
+            if not recs:
+                continue
+            steps = recs[0]["curves"]["val_step"]
+            ys = [r["curves"]["val_loss"] for r in recs if r["curves"]["val_step"] == steps]
+            ax.plot(steps, [statistics.fmean(c) for c in zip(*ys)], style, marker="o", ms=3,
+                    label=f"{lab} (n={len(ys)})")
+        ax.set_title(LABEL[o])
+        ax.set_xlabel("step")
+        ax.set_ylabel("validation loss (seed mean)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle("the `small` tier: 4.0M parameters, 500 steps × 2,048 tokens, 3 seeds "
+                 "(experiments/README.md)", fontsize=9)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
 def build_report(results: Path, out: Path) -> Path:
     """Write ``out/tables.md`` and ``out/figures/*.png`` from ``results`` (the tables of the
     tier :func:`sweep.set_tier` selected); returns tables.md."""
@@ -672,6 +728,9 @@ def build_report(results: Path, out: Path) -> Path:
                table_gpu(R), ""]
     out.mkdir(parents=True, exist_ok=True)
     made = figures(R, out / "figures", pts)
+    if sweep.TIER == "small":
+        glance = glance_figure(R, out / "figures" / "glance.png")
+        made += [glance] if glance else []
     if made:
         md += ["## Figures", ""] + [f"![{p.stem}](figures/{p.name})" for p in made] + [""]
     path = out / "tables.md"

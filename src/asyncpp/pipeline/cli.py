@@ -1,8 +1,10 @@
 """``asyncpp-schedule``: print (and optionally draw) a pipeline schedule's timeline.
 
-Example::
+Examples::
 
-    asyncpp-schedule --schedule 2bw --stages 4 --microbatches 8 --steps 2 --png 2bw.png
+    asyncpp-schedule                                   # PipeDream-2BW, 4 stages, 4 microbatches
+    asyncpp-schedule --schedule 1f1b --stages 4 --microbatches 8
+    asyncpp-schedule --schedule 2bw --stages 4 --microbatches 8 --steps 2 --png /tmp/2bw.png
 """
 
 from __future__ import annotations
@@ -18,11 +20,16 @@ from .timeline import ascii, plot, summary
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="asyncpp-schedule",
-        description="Print the timeline of a pipeline schedule (simulated with fixed durations).",
+        description="Print the timeline of a pipeline schedule (simulated with fixed durations): "
+                    "which stage runs which microbatch's forward or backward pass when, the idle "
+                    "bubbles, and each stage's utilisation, delay and memory.",
+        epilog="example: asyncpp-schedule --schedule 1f1b --stages 4 --microbatches 8",
     )
-    p.add_argument("--schedule", required=True, choices=SCHEDULES)
-    p.add_argument("--stages", type=int, required=True, help="pipeline stages P")
-    p.add_argument("--microbatches", type=int, required=True, help="microbatches per step m")
+    p.add_argument("--schedule", default="2bw", choices=SCHEDULES,
+                   help="pipeline schedule (default 2bw)")
+    p.add_argument("--stages", type=int, default=4, help="pipeline stages P (default 4)")
+    p.add_argument("--microbatches", type=int, default=4,
+                   help="microbatches per step m (default 4)")
     p.add_argument("--steps", type=int, default=2, help="optimizer steps to show (default 2)")
     p.add_argument("--t-forward", type=float, default=1.0, help="forward time (default 1)")
     p.add_argument("--t-backward", type=float, default=2.0, help="backward time (default 2)")

@@ -57,10 +57,13 @@ def ascii(result, width: int | None = None, resolution: float | None = None) -> 
         for c in range(a, max(b, a + 1) if iv.end > iv.start else a):
             rows[iv.stage][c] = label
     name_w = len(f"stage {sched.num_stages - 1}")
+    names = {"F": "forward", "B": "backward", "U": "update"}
+    kinds = [k for k in names if any(iv.kind == k and iv.end > iv.start for iv in res.intervals)]
+    legend = ("/".join(kinds) + " = " + "/".join(names[k] for k in kinds) + ", ") if kinds else ""
     lines = [
         f"{sched.name}: P={sched.num_stages} m={m} steps={sched.num_steps}  "
         f"makespan={res.makespan:g}  bubble={res.bubble_fraction:.3f}  "
-        f"(one cell = {unit:g} time units; F/B/U = forward/backward/update, lower case = odd "
+        f"(one cell = {unit:g} time unit{'' if unit == 1 else 's'}; {legend}lower case = odd "
         f"step, . = idle)"
     ]
     for s, row in enumerate(rows):
