@@ -138,3 +138,151 @@ def test_result_numeric_callable(tau, ef):
         else:  # (tau=2, EF): phi(p*) = 0 at p* = c*(1 - beta)
             pstar = T3.critical_step(beta, tau, ef) * (1 - beta)
             assert abs(float(fn(pstar, beta))) < 1e-12
+
+
+# -- EF(γ): x_{t+1} = x_t − (1+γ)u_t + γu_{t−1} ---------------------------------------------------
+
+GAMMAS = [0.0, 0.3, 1.0, 1.5, 2.0, 3.0, 5.0]
+
+
+@pytest.mark.parametrize("tau", [1, 2, 3])
+def test_ef_gamma_char_poly_is_det_of_state_matrix(tau):
+    for beta in (sp.Rational(0), sp.Rational(9, 10)):
+        for gamma in (sp.Rational(0), sp.Rational(7, 3), sp.Symbol("g")):
+            P = T3.char_poly(beta, tau, True, gamma=gamma).as_expr()
+            A = T3.state_matrix(beta, tau, True, gamma=gamma)
+            lam = sp.Symbol("lam")
+            det = A.charpoly(lam).as_expr().subs(lam, z)
+            extra = (tau + 2) - sp.degree(P, z)
+            assert sp.expand(det - z**extra * P) == 0
+
+
+def test_ef_gamma_api_and_bad_input():
+    P = T3.char_poly(0.5, 1, ef=True, gamma=2)
+    assert P.degree() == 3 and c in P.free_symbols
+    assert T3.critical_step(0.9, 1, True, gamma=1.0) == T3.critical_step(0.9, 1, True)
+    assert T3.critical_step(0.9, 2, True, gamma=0.0) == T3.critical_step(0.9, 2, False)
+    with pytest.raises(ValueError, match="needs ef=True"):
+        T3.critical_step(0.5, 1, False, gamma=2.0)
+    for bad in (-0.1, float("nan"), float("inf"), True):
+        with pytest.raises(ValueError, match="gamma"):
+            T3.critical_step(0.5, 1, True, gamma=bad)
+
+
+@pytest.mark.parametrize("tau", [1, 2, 3])
+def test_ef_gamma_closed_form_and_root_locus_and_stability(tau):
+    for beta in BETAS + [0.95, 0.99]:
+        for gamma in GAMMAS:
+            cs = T3.critical_step(beta, tau, True, gamma=gamma)
+            assert T3.critical_step_numeric(beta, tau, True, gamma=gamma) == pytest.approx(
+                cs, rel=1e-7), (beta, gamma)
+            if tau == 1 and gamma > 0:  # (at γ = 0, p_g = ∞ and the Min is p_f)
+                expr = T3.critical_step_gamma_expr()
+                val = float(expr.subs({T3.beta: beta, T3.gamma_sym: gamma}))
+                assert val == pytest.approx(cs, rel=1e-12)
+            grid = np.linspace(1e-3, 0.999, 40) * cs
+            assert all(T3.is_stable(beta, g, tau, True, gamma=gamma) for g in grid)
+            assert not T3.is_stable(beta, 1.001 * cs, tau, True, gamma=gamma)
+
+
+@pytest.mark.parametrize("tau", [1, 2])
+def test_ef_gamma_simulation_converges_at_095_and_diverges_at_105(tau):
+    for beta in (0.0, 0.6, 0.9):
+        for gamma in (0.5, 2.0, T3.optimal_gamma(beta, tau)[0]):
+            inst = T3.tightness_instance(beta, tau, True, gamma=gamma)
+            n = inst["steps"]
+            lo = T3.simulate(beta, inst["eta_stable"], tau, True, steps=n, gamma=gamma)
+            hi = T3.simulate(beta, inst["eta_unstable"], tau, True, steps=n, gamma=gamma)
+            assert abs(lo[-1]) < 1e-4, (tau, beta, gamma, lo[-1])
+            assert np.max(np.abs(hi[-2 * (tau + 2):])) > 1e3, (tau, beta, gamma, hi[-1])
+
+
+def test_ef_gamma_simulate_matches_the_production_delay_core():
+    torch = pytest.importorskip("torch")
+    from asyncpp.delay import DelayedOptimizer
+
+    for tau, beta, cv, gamma in [(1, 0.9, 2.0, 1.7), (2, 0.5, 0.4, 0.6), (3, 0.95, 0.5, 4.1)]:
+        x = torch.tensor([1.0], dtype=torch.float64, requires_grad=True)
+        opt = torch.optim.SGD([x], lr=cv, momentum=beta, dampening=beta)
+        d = DelayedOptimizer(opt, delay=tau, correction="ef", ef_gamma=gamma)
+        xs = [x.item()]
+        for _ in range(60):
+            opt.zero_grad()
+            (0.5 * x**2).sum().backward()
+            d.step()
+            xs.append(x.item())
+        sim = T3.simulate(beta, cv, tau, True, steps=60, init="first", gamma=gamma)
+        assert np.max(np.abs(np.array(xs) - sim)) < 1e-12
+
+
+def test_optimal_gamma_tau1_closed_form():
+    for beta in BETAS + [0.95, 0.98, 0.99]:
+        g, cs = T3.optimal_gamma(beta, 1)
+        assert g == pytest.approx(2 * beta / (2 - beta) ** 2, rel=1e-15)
+        assert cs == pytest.approx((2 - beta) ** 2 / (4 * (1 - beta)), rel=1e-15)
+        assert T3.critical_step(beta, 1, True, gamma=g) == pytest.approx(cs, rel=1e-12)
+        # no γ on a fine grid beats it (the proof says: none at all)
+        grid = np.linspace(0.0, 8.0, 801)
+        assert max(T3.critical_step(beta, 1, True, gamma=x) for x in grid) <= cs * (1 + 1e-12)
+        # numeric maximisation finds the same maximiser
+        gn, pn = T3._maximise_p(beta, 1)
+        assert gn == pytest.approx(g, abs=1e-6) and pn / (1 - beta) == pytest.approx(cs, 1e-9)
+    # the issue's headline numbers
+    assert T3.optimal_gamma(0.9, 1) == pytest.approx((1.8 / 1.21, 1.21 / 0.4), rel=1e-12)
+    assert T3.optimal_gamma(0.99, 1) == pytest.approx((1.98 / 1.0201, 1.0201 / 0.04), rel=1e-12)
+
+
+@pytest.mark.parametrize("tau", [1, 2, 3])
+def test_optimal_gamma_is_certified(tau):
+    """No real γ is stable at 1e-6 above the claimed optimum; γ* is stable just below it."""
+    for beta in (0.0, 0.5, 0.9, 0.99):
+        cert = T3.certify_optimal_gamma(beta, tau)
+        assert cert["certified"], cert
+        g, cs = cert["gamma_star"], cert["c_star"]
+        assert T3.critical_step(beta, tau, True, gamma=g) == pytest.approx(cs, rel=1e-12)
+        # EF(γ*) is at least as stable as the paper's EF and no correction
+        assert cs >= T3.critical_step(beta, tau, True) * (1 - 1e-12)
+        assert cs >= T3.critical_step(beta, tau, False) * (1 - 1e-12)
+
+
+def test_product_auto_gamma_agrees_with_theory():
+    from asyncpp.delay import critical_p, optimal_ef_gamma
+
+    for tau in (1, 2, 3):
+        for beta in (0.0, 0.5, 0.9, 0.95, 0.99):
+            g_th, c_th = T3.optimal_gamma(beta, tau)
+            g_pr = optimal_ef_gamma(beta, tau)
+            assert g_pr == pytest.approx(g_th, abs=1e-6), (tau, beta)
+            assert critical_p(beta, tau, g_pr) / (1 - beta) == pytest.approx(c_th, rel=1e-9)
+
+
+def test_beta_to_one_asymptotics():
+    """γ*(β, 1) → 2 and (1−β)c* → 1/4; for τ ≥ 2 (1−β)c* → K_τ > 0 (the 1/(1−β) growth of
+    the synchronous method survives), while the paper's EF (γ = 1 < τ) stays bounded and
+    γ = τ grows only like 1/√(1−β). At β = 1 small steps are stable iff γ > τ."""
+    for tau in (1, 2, 3):
+        g_inf, k_inf = T3.beta_one_limit(tau)
+        g, cs = T3.optimal_gamma(1 - 1e-5, tau)
+        assert g == pytest.approx(g_inf, abs=1e-3) and cs * 1e-5 == pytest.approx(k_inf, rel=1e-3)
+        assert g_inf > tau
+        for gamma, stable in ((tau - 0.5, False), (tau + 0.5, True)):
+            coeffs = np.polyadd(np.concatenate([[1.0, -2.0, 1.0], np.zeros(tau)]),
+                                1e-4 * np.array([1 + gamma, -gamma]))
+            assert (np.max(np.abs(np.roots(coeffs))) < 1) == stable
+        r1 = T3.critical_step(0.999, tau, True, gamma=tau) / T3.critical_step(0.99, tau, True,
+                                                                              gamma=tau)
+        assert r1 == pytest.approx(np.sqrt(10), rel=0.05)
+    assert T3.critical_step(0.9999, 2, True) < 1.0 and T3.critical_step(0.9999, 3, True) < 0.51
+
+
+@pytest.mark.parametrize("name", ["T3[tau=1, EF(gamma)]", "T3[tau=1, EF(gamma*)]"])
+def test_ef_gamma_result_numeric_callable(name):
+    res = {r.name: r for r in T3.ef_gamma_results()}[name]
+    fn = res.numeric()
+    for beta in BETAS:
+        if res.params == (T3.beta,):
+            assert float(fn(beta)) == pytest.approx(T3.optimal_gamma(beta, 1)[1], rel=1e-12)
+        else:
+            for gamma in GAMMAS[1:]:
+                assert float(fn(beta, gamma)) == pytest.approx(
+                    T3.critical_step(beta, 1, True, gamma=gamma), rel=1e-12)

@@ -52,7 +52,11 @@ def critical_p(beta: float, tau: int, gamma: float) -> float:
     Q = np.polymul(np.polymul([1.0, -1.0], [1.0, -float(beta)]), np.r_[1.0, np.zeros(tau)])
     n = len(Q) - 1
     R = np.r_[np.zeros(n - 1), 1.0 + gamma, -gamma]
-    H = np.trim_zeros(np.polysub(np.polymul(Q, R[::-1]), np.polymul(Q[::-1], R)), "f")
+    H = np.polysub(np.polymul(Q, R[::-1]), np.polymul(Q[::-1], R))
+    # leading coefficients that vanish to working precision carry roots near infinity only
+    scale = float(np.max(np.abs(H)))
+    while len(H) > 1 and abs(H[0]) <= 1e-13 * scale:
+        H = H[1:]
     best = math.inf
     for zz in np.roots(H):
         if abs(abs(zz) - 1.0) > 1e-6:
