@@ -181,3 +181,37 @@ MUTANTS: dict[str, System] = {
     m.name: m for m in (DelayTwoAsOne(), EFSignError(), NSWrongCoefficients(),
                         EFWrongPrevious(), TaylorSignError(), NesterovOff())
 }
+
+
+class _EFGammaMisapplied(DelayedOptimizer):
+    r"""EF(γ) with γ applied to the fresh update only: :math:`x \leftarrow x - (1+\gamma)u +
+    u_\text{prev}` instead of :math:`x - (1+\gamma)u + \gamma u_\text{prev}` (identical to
+    production at γ = 1, so only a property over γ ≠ 1 can see it)."""
+
+    def _run_round(self, active):
+        prev = {g: self.prev_update[g] for g, delayed in active.items()
+                if delayed and self.correction == "ef"}
+        super()._run_round(active)
+        groups = self.optimizer.param_groups
+        with torch.no_grad():
+            for g, pu in prev.items():
+                gam = self.ef_gammas[g]
+                if pu is None or gam == 1.0:
+                    continue
+                for p, u in zip(groups[g]["params"], pu):
+                    if u is not None:
+                        p.add_(u, alpha=1.0 - gam)  # γ u_prev → u_prev
+
+
+class EFGammaMisapplied(System):
+    """Caught by P5 over γ (``verify/test_stability.py``), not by the γ = 1 probes, so it is
+    kept out of :data:`MUTANTS` (whose probes all run the paper's EF)."""
+
+    name = "ef_gamma_misapplied"
+
+    def delayed(self, opt, delay, correction="none", track_updates=False, ef_gamma=1.0):
+        return _EFGammaMisapplied(opt, delay=delay, correction=correction,
+                                  track_updates=track_updates, ef_gamma=ef_gamma)
+
+
+EF_GAMMA_MUTANT = EFGammaMisapplied()

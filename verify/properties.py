@@ -365,7 +365,7 @@ def ns_band_check(inst: BandInstance, system: System = PRODUCTION) -> list[Recor
 # ---------------------------------------------------------------------------- P5: T3 exact
 def stability_check(pairs: list[tuple[float, float]], tau: int, ef: bool,
                     system: System = PRODUCTION, margin: float = 0.05,
-                    max_steps: int = 40_000) -> list[Record]:
+                    max_steps: int = 40_000, gamma: float | None = None) -> list[Record]:
     r"""T3: production ``torch.optim.SGD(momentum=β, dampening=β)`` inside
     ``DelayedOptimizer(delay=τ, correction="ef"|"none")`` on :math:`f = \sum h_i x_i^2/2`
     converges at :math:`\eta h = (1-\text{margin})\,c^*` and diverges at
@@ -381,19 +381,21 @@ def stability_check(pairs: list[tuple[float, float]], tau: int, ef: bool,
     thresholds far outside the transient, and the step budget is 3× the theory's decay time
     of a factor 1e3 at the spectral radii of ``stability.spectral_radius``). The window is
     τ + 3 steps or one period 2π/|arg z| of the dominant root, whichever is longer.
+    ``gamma`` (with ``ef``): EF(γ), ``DelayedOptimizer(ef_gamma=γ)`` against
+    ``stability.critical_step(β, τ, True, gamma=γ)``.
     """
     groups, hs, info = [], [], []
     budget = 0
     window = tau + 3
     for beta, h in pairs:
-        cs = float(stability.critical_step(beta, tau, ef))
+        cs = float(stability.critical_step(beta, tau, ef, gamma))
         lo, hi = (1 - margin) * cs, (1 + margin) * cs
-        r_lo = stability.spectral_radius(beta, lo, tau, ef)
-        r_hi = stability.spectral_radius(beta, hi, tau, ef)
+        r_lo = stability.spectral_radius(beta, lo, tau, ef, gamma)
+        r_hi = stability.spectral_radius(beta, hi, tau, ef, gamma)
         n_lo = math.log(1e3) / max(1e-12, -math.log(r_lo)) if r_lo < 1 else max_steps
         n_hi = math.log(1e3) / max(1e-12, math.log(r_hi)) if r_hi > 1 else max_steps
         budget = max(budget, int(3 * max(n_lo, n_hi)) + 50 * (tau + 2))
-        poly = stability.char_poly(beta, tau, ef)
+        poly = stability.char_poly(beta, tau, ef, gamma)
         for cv in (lo, hi):
             roots = np.roots([float(co.subs(c_sym, cv)) for co in poly.all_coeffs()])
             dom = roots[np.argmax(np.abs(roots))]
@@ -405,7 +407,7 @@ def stability_check(pairs: list[tuple[float, float]], tau: int, ef: bool,
         info.append({"beta": beta, "h": h, "c_star": cs, "rho_stable": r_lo,
                      "rho_unstable": r_hi})
     res = run_scalar_sgd(system, groups=groups, hs=hs, delay=tau, ef=ef,
-                         max_steps=min(budget, max_steps), window=window)
+                         max_steps=min(budget, max_steps), window=window, ef_gamma=gamma)
     out = []
     for i, meta in enumerate(info):
         for j, want, rho_th in ((0, "converged", meta["rho_stable"]),
@@ -414,7 +416,8 @@ def stability_check(pairs: list[tuple[float, float]], tau: int, ef: bool,
             growth = res.growth[i][j]
             out.append(Record("P5.T3", "classify", growth, rho_th, got == want,
                               params={"beta": meta["beta"], "h": meta["h"], "tau": tau,
-                                      "ef": ef, "eta_h": (1 - margin if j == 0 else 1 + margin)
+                                      "ef": ef, **({} if gamma is None else {"gamma": gamma}),
+                                      "eta_h": (1 - margin if j == 0 else 1 + margin)
                                       * meta["c_star"], "expect": want},
                               extra={"verdict": got, "c_star": meta["c_star"],
                                      "steps": res.steps, "window": window,

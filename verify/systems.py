@@ -53,10 +53,11 @@ class System:
                                 for p, lr, b in groups], lr=groups[0][1])
 
     def delayed(self, opt: Optimizer, delay, correction: str = "none",
-                track_updates: bool = False) -> DelayedOptimizer:
-        """The production delay core, ``formulation="gradient"`` (what the pipeline realises)."""
+                track_updates: bool = False, ef_gamma=1.0) -> DelayedOptimizer:
+        """The production delay core, ``formulation="gradient"`` (what the pipeline realises);
+        ``ef_gamma``: γ of EF(γ) (only passed by the EF(γ) properties)."""
         return DelayedOptimizer(opt, delay=delay, correction=correction,
-                                track_updates=track_updates)
+                                track_updates=track_updates, ef_gamma=ef_gamma)
 
     def newton_schulz(self, G: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
         """The production iteration with its shipped defaults (5 steps, default coefficients)."""
@@ -155,11 +156,13 @@ class ScalarRun:
 
 def run_scalar_sgd(system: System, *, groups: list[tuple[float, float]],
                    hs: list[tuple[float, ...]], delay: int, ef: bool, max_steps: int,
-                   window: int, small: float = 1e-3, large: float = 1e3) -> ScalarRun:
+                   window: int, small: float = 1e-3, large: float = 1e3,
+                   ef_gamma: float | None = None) -> ScalarRun:
     r"""Delayed EMA-momentum SGD on separable quadratics :math:`\sum_i h_i x_i^2/2`, from
     :math:`x_0 = 1`; one SGD parameter group per ``(β, lr)`` of ``groups`` holding one
     coordinate per curvature of the matching entry of ``hs`` (each coordinate an independent
-    copy of the scalar recursion of T3).
+    copy of the scalar recursion of T3). ``ef_gamma``: EF(γ) instead of EF (None: the
+    system's default, γ = 1).
 
     A coordinate has *converged* once :math:`\max(|x|,|b|)` over the last ``window`` steps is
     below ``small``, *diverged* once it exceeds ``large`` (or is not finite). Its growth factor
@@ -169,7 +172,10 @@ def run_scalar_sgd(system: System, *, groups: list[tuple[float, float]],
     xs = [torch.nn.Parameter(torch.ones(len(h), dtype=DTYPE)) for h in hs]
     curv = [torch.tensor(h, dtype=DTYPE) for h in hs]
     opt = system.sgd([([x], lr, b) for x, (b, lr) in zip(xs, groups)])
-    dopt = system.delayed(opt, delay, "ef" if ef else "none")
+    if ef_gamma is None:
+        dopt = system.delayed(opt, delay, "ef" if ef else "none")
+    else:
+        dopt = system.delayed(opt, delay, "ef", ef_gamma=ef_gamma)
     coords = [(g, i) for g, h in enumerate(hs) for i in range(len(h))]
     amp: list[list[float]] = []
     verdict: dict = {}
