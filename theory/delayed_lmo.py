@@ -339,7 +339,8 @@ def _tightness_steps() -> list[Step]:
 
 
 def tightness_average_expr() -> sp.Expr:
-    """(2τ² + 2τ + 1)/(2(2τ+1)): the average of |y_k|/η over one period of the orbit."""
+    r""":math:`(2\tau^2 + 2\tau + 1)/(2(2\tau+1))`: the average of :math:`|y_k|/\eta` over one
+    period of the orbit."""
     return (2 * tau**2 + 2 * tau + 1) / (2 * (2 * tau + 1))
 
 
@@ -475,8 +476,9 @@ def complexity(epsilon, Delta, L, rho, sigma, tau, eps1=0.0, eps2=0.0, E0=None,
 def tightness_instance(L=1.0, eta=0.1, tau=1, periods=1):
     r"""A 1-D instance on which the T1 delay term is attained up to the constant 1/4.
 
-    f(x) = L x²/2 on R with |·| (dual |·|, ρ = 1), deterministic gradients (σ = 0), no
-    momentum (α = 1, β = 0) and the exact LMO d = sign(·). A 1×1 Muon step is s₀·sign(·),
+    :math:`f(x) = L x^2/2` on R with the norm :math:`|\cdot|` (self-dual, ρ = 1), deterministic
+    gradients (σ = 0), no momentum (α = 1, β = 0) and the exact LMO d = sign(·). A 1×1 Muon
+    step is s₀·sign(·),
     s₀ = p⁵(1) ≈ 0.6964 the Newton–Schulz output for a 1×1 input (default coefficients), so
     production ``Muon(lr, momentum=0)`` under ``DelayedOptimizer(delay=τ)`` follows this orbit
     exactly with η = s₀·lr (checked in verify/test_theory_lmo.py).
@@ -485,7 +487,7 @@ def tightness_instance(L=1.0, eta=0.1, tau=1, periods=1):
     first τ+1 steps see x₀ > 0 and go down to −(τ+½)η; afterwards the sign seen at step k
     is that of y_{k−τ}, which stays negative for 2τ+1 steps (up to (τ+½)η), then positive
     for 2τ+1 steps, and so on: period P = 2(2τ+1), and y₀..y_τ are already on the orbit.
-    Over any whole number of periods the average of |∇f(y_k)| = L|y_k| is exactly
+    Over any whole number of periods the average of :math:`|\nabla f(y_k)| = L|y_k|` is exactly
 
         measured = Lη(2τ² + 2τ + 1)/(2(2τ+1)),
 
