@@ -39,6 +39,7 @@ class TokenWindows:
 
     @property
     def num_windows(self) -> int:
+        """Number of (T+1)-token windows over all the shards."""
         return int(self.offsets[-1])
 
     def window(self, j: int) -> np.ndarray:
@@ -97,11 +98,14 @@ class BatchSampler:
         return self.windows.batch([self._take() for _ in range(self.batch_size)])
 
     def state_dict(self) -> dict:
+        """The sampling position (seed, epoch, index) and the shapes it is valid for."""
         return {"seed": self.seed, "epoch": self.epoch, "index": self.index,
                 "batch_size": self.batch_size, "seq_len": self.windows.seq_len,
                 "num_windows": self.windows.num_windows}
 
     def load_state_dict(self, state: dict) -> None:
+        """Resume from :meth:`state_dict`; refuses a state saved for other data or batch
+        settings."""
         mine = (self.windows.seq_len, self.windows.num_windows, self.batch_size)
         theirs = (state["seq_len"], state["num_windows"], state["batch_size"])
         if mine != theirs:

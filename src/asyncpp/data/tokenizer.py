@@ -41,6 +41,7 @@ class Tokenizer:
 
     @property
     def dtype(self):
+        """``numpy.uint16`` when the vocabulary fits in 16 bits, else ``numpy.uint32``."""
         return np.uint16 if self.vocab_size <= 1 << 16 else np.uint32
 
     def fingerprint(self) -> str:
@@ -59,9 +60,11 @@ class Tokenizer:
         return np.concatenate(parts) if parts else np.zeros(0, dtype=self.dtype)
 
     def decode(self, ids: Iterable[int]) -> str:
+        """The text of token ids ``ids``."""
         return self.tok.decode([int(i) for i in ids])
 
     def save(self, path: str | os.PathLike) -> Path:
+        """Write the tokenizer as a ``tokenizer.json`` at ``path`` (atomically)."""
         text = self.tok.to_str()
         return atomic_write(path, lambda f: f.write(text.encode()))
 

@@ -64,14 +64,17 @@ class ModelConfig:
     # -- derived ------------------------------------------------------------------------------
     @property
     def head_dim(self) -> int:
+        """Width of one attention head: ``dim // n_heads``."""
         return self.dim // self.n_heads
 
     @property
     def is_moe(self) -> bool:
+        """Whether the feed-forward layers are mixtures of experts (``n_experts > 0``)."""
         return self.n_experts > 0
 
     @property
     def expert_dim(self) -> int:
+        """SwiGLU width of one expert (``moe_ffn_dim``, else ``ffn_dim``)."""
         return self.moe_ffn_dim or self.ffn_dim
 
     def replace(self, **changes) -> ModelConfig:

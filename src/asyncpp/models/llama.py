@@ -43,6 +43,8 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(dim, device=device))
 
     def forward(self, x: Tensor) -> Tensor:
+        r""":math:`x / \sqrt{\mathrm{mean}(x^2) + \epsilon} \odot w`, computed in fp32, returned in
+        the dtype of ``x``."""
         xf = x.float()
         y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
         return (y * self.weight.float()).type_as(x)
@@ -85,6 +87,7 @@ class Attention(nn.Module):
         self.wo = nn.Linear(cfg.dim, cfg.dim, bias=False, device=device)
 
     def forward(self, x: Tensor) -> Tensor:
+        """Causal grouped-query self-attention with RoPE over ``x`` of shape (B, T, dim)."""
         B, T, _ = x.shape
         cos, sin = rope_tables(self.head_dim, T, self.rope_theta, device=x.device)
         q = apply_rope(self.wq(x).view(B, T, self.n_heads, self.head_dim), cos, sin)
@@ -107,6 +110,7 @@ class FeedForward(nn.Module):
         self.w3 = nn.Linear(dim, hidden, bias=False, device=device)
 
     def forward(self, x: Tensor) -> Tensor:
+        r"""SwiGLU: :math:`W_2(\mathrm{silu}(W_1 x) \odot W_3 x)`."""
         return self.w2(F.silu(self.w1(x)) * self.w3(x))
 
 
@@ -125,6 +129,7 @@ class Block(nn.Module):
             self.feed_forward = FeedForward(cfg.dim, cfg.ffn_dim, device=device)
 
     def forward(self, x: Tensor) -> Tensor:
+        """Pre-norm block: attention, then the feed-forward (dense or MoE), each residual."""
         h = x + self.attention(self.attention_norm(x))
         return h + self.feed_forward(self.ffn_norm(h))
 
@@ -149,6 +154,8 @@ class Transformer(nn.Module):
             self.output.weight = self.tok_embeddings.weight
 
     def forward(self, x: Tensor) -> Tensor:
+        """Logits (B, T, vocab) for token ids ``x`` (B, T); a pipeline stage whose embedding,
+        final norm or head was removed passes hidden states through instead."""
         if x.shape[1] > self.config.max_seq_len:
             raise ValueError(
                 f"sequence length {x.shape[1]} exceeds model.max_seq_len="

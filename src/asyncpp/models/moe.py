@@ -94,6 +94,8 @@ class MoE(nn.Module):
         return self.aux_loss_coef * self.n_experts * (f * P).sum(), counts
 
     def forward(self, x: Tensor) -> Tensor:
+        """Each token through its top-k experts, weighted by the router; the load-balancing
+        loss is attached to the output for the backward pass (see the module docstring)."""
         shape = x.shape
         flat = x.reshape(-1, shape[-1])
         probs, top_i, top_w = self.route(flat)
