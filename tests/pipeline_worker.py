@@ -217,8 +217,54 @@ def check(topo, name, layers_fn, schedule, optname, hp, m, loss_fn, kind="mlp",
 # -- scenarios --------------------------------------------------------------------------------
 
 
+def stream_vs_drain(topo, name, layers_fn, schedule, optname, hp, m, loss_fn, kind="mlp",
+                    correction="none", clip=None, dtype=torch.float32):
+    """The streamed run (one ``run_steps`` call of all steps, no drain between them) against
+    the per-step-drain run (one ``train_steps([batch])`` call per step) from the same start:
+    per-step losses and every live weight version must agree bit for bit."""
+    rows = B * topo.dp_size
+    xs, ys = data(kind, rows)
+    if dtype != torch.float64 and kind != "tied":
+        xs, ys = [x.to(dtype) for x in xs], [y.to(dtype) for y in ys]
+
+    def layers(P):
+        return [(n, mod.to(dtype)) for n, mod in layers_fn(P)]
+
+    batches = [(my_rows(topo, x), my_rows(topo, y)) for x, y in zip(xs, ys)]
+    drained = make_executor(topo, layers, schedule, optname, hp, m, loss_fn,
+                            correction=correction, max_grad_norm=clip)
+    per_step = [ex_loss for b in batches for ex_loss in drained.train_steps([b])]
+    streamed = make_executor(topo, layers, schedule, optname, hp, m, loss_fn,
+                             correction=correction, max_grad_norm=clip)
+    outs = list(streamed.run_steps(iter(batches), len(batches)))
+    losses = torch.zeros(len(outs), dtype=torch.float64)
+    if topo.is_last:
+        losses = torch.stack([o.loss for o in outs])
+    stream_losses = streamed._gather_losses(losses, topo.is_last)
+    same_versions = drained.live_versions() == streamed.live_versions()
+    weights_equal = same_versions and all(
+        torch.equal(drained.weights(v)[n], streamed.weights(v)[n])
+        for v in drained.live_versions() for n in drained.weights(v))
+    return name, {"losses_equal": per_step == stream_losses, "steps": len(outs),
+                  "weights_equal": weights_equal, "versions": streamed.live_versions(),
+                  "next_step": [drained.next_step, streamed.next_step],
+                  "updates": streamed.updates_issued}
+
+
 def common_checks(topo, results, m):
     P = topo.num_stages
+    for name, *args in [
+        ("2bw_muon", mlp_layers, "2bw", "muon", MUON, m, mse),
+        ("2bw_muon_ef", mlp_layers, "2bw", "muon", MUON, m, mse),
+        ("pipedream_adamw", mlp_layers, "pipedream", "adamw", ADAMW, m, mse),
+        ("2bw_adamw_tied_clip", tied_layers, "2bw", "adamw", ADAMW, m, ce),
+    ]:
+        corr = "ef" if name.endswith("_ef") else "none"
+        kind = "tied" if "tied" in name else "mlp"
+        clip = 0.5 if name.endswith("clip") else None
+        key, out = stream_vs_drain(topo, f"P{P}_{name}_stream_vs_drain", *args, kind=kind,
+                                   correction=corr, clip=clip)
+        results[key] = out
     for name, *args in [
         ("2bw_muon_ef", mlp_layers, "2bw", "muon", MUON, m, mse),
         ("2bw_adamw", mlp_layers, "2bw", "adamw", ADAMW, m, mse),

@@ -356,7 +356,9 @@ BAD_INPUT = [
     (["--train.steps", "0"], "train.steps=0 is out of range", {}),
     (["--optimizer.beta1", "1.5"], "optimizer.beta1=1.5 is out of range", {}),
     (["--optimizer.lr", "1e400"], "optimizer.lr must be a finite number", {}),
-    ([*PIPE, "--pipeline.microbatches", "1"], "--pipeline.microbatches 2", {}),
+    # 2BW needs m >= P - 1 (two weight versions suffice then): 3 stages, 1 microbatch.
+    ([*PIPE, "--pipeline.stages", "3", "--model.n_layers", "3", "--pipeline.microbatches", "1"],
+     "--pipeline.microbatches 2", {}),
     (["--pipeline.schedule", "gpipe", "--pipeline.stages", "3"], "exceeds the model's 2 layers",
      {}),
     (["--pipeline.schedule", "gpipe", "--pipeline.stages", "2"],

@@ -1,0 +1,110 @@
+"""Asynchronous pipelining through the front door: ``asyncpp-train`` under ``torchrun``.
+
+Each schedule is one real CLI launch (``torchrun --standalone -m asyncpp.train.cli --config
+configs/demo.toml --pipeline.schedule S ...``), one torch thread per rank, run back to back and
+repeated in interleaved rounds; the figure is ``steady_tokens_per_s`` from each run's
+``summary.json`` (compile/warm-up steps and the final evaluation excluded), median over rounds.
+Ratios: 2BW ÷ 1F1B (ideal (m + P − 1)/m: 1F1B idles P − 1 of every m + P − 1 microbatch slots,
+2BW never drains) and 2BW + EF ÷ 2BW (EF's cost).
+
+    .venv/bin/python benchmarks/bench_async_cli.py                   # 2 ranks: P = 2, m = 2
+    .venv/bin/python benchmarks/bench_async_cli.py --ranks 4 --microbatches 4   # P = 4
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench_common import save
+
+ROOT = Path(__file__).resolve().parents[1]
+CASES = {  # name: extra CLI arguments
+    "1f1b": ["--pipeline.schedule", "1f1b", "--delay.correction", "none"],
+    "gpipe": ["--pipeline.schedule", "gpipe", "--delay.correction", "none"],
+    "2bw": ["--pipeline.schedule", "2bw", "--delay.correction", "none"],
+    "2bw+ef": ["--pipeline.schedule", "2bw", "--delay.correction", "ef"],
+}
+
+
+def launch(name: str, args, run_dir: Path, env: dict) -> dict:
+    """One torchrun launch of the CLI; returns its summary.json."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+           "--nproc-per-node", str(args.ranks), "-m", "asyncpp.train.cli",
+           "--config", str(ROOT / "configs" / "demo.toml"), *CASES[name],
+           "--pipeline.stages", str(args.ranks), "--pipeline.microbatches",
+           str(args.microbatches), "--train.batch_size", str(args.batch),
+           "--train.steps", str(args.steps), "--train.eval_every", "0",
+           "--train.log_every", str(args.log_every), "--run.threads", "1",
+           "--run.dir", str(run_dir), "--run.overwrite", "true", "--log.progress", "false",
+           "--log.plot", "false", "--log.tensorboard", "off"]
+    if args.model:
+        cmd += ["--model.name", args.model]
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)
+    if p.returncode != 0:
+        raise RuntimeError(f"{name} failed (exit {p.returncode}):\n{p.stderr[-3000:]}")
+    return json.loads((run_dir / "summary.json").read_text())
+
+
+def main(argv=None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--ranks", type=int, default=2, help="ranks = pipeline stages P")
+    ap.add_argument("--microbatches", type=int, default=2, help="m")
+    ap.add_argument("--batch", type=int, default=8, help="train.batch_size")
+    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--log-every", type=int, default=10)
+    ap.add_argument("--model", default="", help="override the demo's model (e.g. tiny)")
+    ap.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
+    ap.add_argument("--timeout", type=float, default=900.0)
+    ap.add_argument("--no-save", action="store_true")
+    args = ap.parse_args(argv)
+    env = dict(os.environ, OMP_NUM_THREADS="1",
+               PYTHONPATH=str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    load0 = os.getloadavg()
+    rates: dict[str, list[float]] = {c: [] for c in args.cases}
+    walls: dict[str, list[float]] = {c: [] for c in args.cases}
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in range(args.rounds):
+            for name in args.cases:
+                t0 = time.perf_counter()
+                s = launch(name, args, Path(tmp) / f"{name}-{r}", env)
+                walls[name].append(time.perf_counter() - t0)
+                rates[name].append(s["steady_tokens_per_s"])
+                print(f"round {r} {name}: {s['steady_tokens_per_s']:,.0f} tokens/s steady "
+                      f"({s['tokens_per_s']:,.0f} wall average)", flush=True)
+    med = {k: statistics.median(v) for k, v in rates.items()}
+    P, m = args.ranks, args.microbatches
+    out = {"ranks": P, "microbatches": m, "batch": args.batch, "steps": args.steps,
+           "rounds": args.rounds, "load_before": load0, "load_after": os.getloadavg(),
+           "steady_tokens_per_s": rates, "median": med, "launch_wall_s": walls,
+           "ideal_2bw_over_1f1b": (m + P - 1) / m}
+    if "2bw" in med and "1f1b" in med:
+        out["2bw_over_1f1b"] = med["2bw"] / med["1f1b"]
+    if "2bw+ef" in med and "2bw" in med:
+        out["2bw_ef_over_2bw"] = med["2bw+ef"] / med["2bw"]
+    print(f"\n## asyncpp-train under torchrun, {P} ranks (P = {P}, m = {m}), "
+          f"{args.steps} steps × {args.rounds} rounds")
+    print("| schedule | steady tokens/s (median) | runs |")
+    print("| --- | --- | --- |")
+    for k in args.cases:
+        print(f"| {k} | {med[k]:,.0f} | {', '.join(f'{v:,.0f}' for v in rates[k])} |")
+    for key in ("2bw_over_1f1b", "2bw_ef_over_2bw"):
+        if key in out:
+            print(f"{key}: {out[key]:.3f}")
+    print(f"ideal 2bw/1f1b: {out['ideal_2bw_over_1f1b']:.3f}; load {load0[0]:.1f} → "
+          f"{out['load_after'][0]:.1f}")
+    if not args.no_save:
+        print("wrote", save(f"async_cli_P{P}_m{m}", out))
+    return out
+
+
+if __name__ == "__main__":
+    main()
