@@ -507,7 +507,7 @@ def _gamma_boundaries(b: float, tau: int, pv: float) -> np.ndarray:
 def stabilising_gammas(beta, tau, pv) -> list[tuple[float, float]]:
     r"""The real γ (an open interval list) for which EF(γ) is stable at p = ηh(1−β) = ``pv``:
     D-decomposition in γ (the number of roots in |z| < 1 is constant between consecutive
-    boundary values of :func:`_gamma_boundaries`, so one test point per interval decides it)."""
+    boundary values of ``_gamma_boundaries``, so one test point per interval decides it)."""
     b = float(beta)
     bounds = list(_gamma_boundaries(b, tau, float(pv)))
     edges = [-np.inf, *bounds, np.inf]

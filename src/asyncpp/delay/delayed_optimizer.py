@@ -24,7 +24,7 @@ with γ = ``ef_gamma`` (per parameter group). γ = 1 (the default) is the paper'
 :math:`x_{t+1} = x_t - 2u^{(t)} + u^{(t-1)}`, i.e. for τ = 1,
 :math:`x_{t+1} = x_t - 2u(t-1) + u(t-2)` (computed with the same operations as before γ existed,
 so bit for bit); γ = 0 is no correction (bit for bit); γ = τ is the "τ-scaled" EF;
-``ef_gamma="auto"`` takes γ*(β, τ) of T3 per group (:mod:`asyncpp.delay.ef_gamma`). One
+``ef_gamma="auto"`` takes γ*(β, τ) of T3 per group (``asyncpp.delay.ef_gamma``). One
 parameter-sized buffer (:math:`u^{(t-1)}`) persists; one more is used transiently during the
 step. Only the EF recursion reads or writes that memory (``track_updates`` keeps its own copy
 for the drift statistic, so turning it on never changes a trajectory). Summing the recursion,
@@ -91,7 +91,7 @@ class DelayedOptimizer:
             number ≥ 0 (default 1, the paper's EF), one number per parameter group, or
             ``"auto"`` (γ*(β_g, τ_g) per group, β_g read from the group's ``momentum``, or
             ``betas[0]`` for the Adam family, Lion, SOAP, ... — a heuristic outside T3's
-            model). The resolved values are :attr:`ef_gammas`. Only meaningful with
+            model). The resolved values are ``ef_gammas``. Only meaningful with
             ``correction="ef"``: any other value than 1 with another correction is an error.
         taylor_lambda: λ of the Taylor correction.
         sync_start, sync_cooldown, total_steps: synchronous windows (see module docstring).
