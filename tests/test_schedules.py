@@ -227,3 +227,35 @@ def test_cli(tmp_path, capsys):
     assert png.exists() and "steady-state bubble fraction: 0.0000" in capsys.readouterr().out
     assert cli.main(["--schedule", "2bw", "--stages", "5", "--microbatches", "2"]) == 2
     assert "num_microbatches >= 4" in capsys.readouterr().err
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(name=st.sampled_from(["gpipe", "1f1b", "2bw", "pipedream"]), P=st.integers(1, 5),
+       m=st.integers(1, 6), T=st.integers(2, 8), cut=st.integers(0, 10 ** 6),
+       sync=st.booleans())
+def test_lazy_actions_with_an_end_moved_earlier_equal_the_fixed_end(name, P, m, T, cut, sync):
+    """``stage_actions`` with a callable end that is moved earlier while it runs (as the
+    streaming executor does to stop) yields exactly ``build``'s list for the final end —
+    provided the stage has not forwarded a step at or after the new end."""
+    from asyncpp.pipeline.schedules import ACTIVATION, Forward, Recv, Send, stage_actions
+
+    if name == "2bw":
+        m = max(m, P - 1)
+    sync_steps = {0, T - 1} if (sync and name == "2bw") else None
+    for s in range(P):
+        full = list(stage_actions(name, P, m, s, 0, T, sync_steps))
+        # The earliest end this stage still allows after k actions: one past the latest step
+        # it has started (a forward, or the receive/send of that forward's activation).
+        k = cut % (len(full) + 1)
+        seen = [a.step for a in full[:k] if isinstance(a, Forward)
+                or (isinstance(a, (Recv, Send)) and a.kind == ACTIVATION)]
+        new_end = max(seen, default=0) + 1 + (cut // (len(full) + 1)) % 2
+        new_end = min(max(new_end, 1), T)
+        end = {"value": T}
+        gen = stage_actions(name, P, m, s, 0, lambda: end["value"], sync_steps)
+        got = [next(gen) for _ in range(k)]
+        end["value"] = new_end
+        got += list(gen)
+        want = build(name, P, m, new_end, sync_steps=sync_steps if sync_steps is None
+                     else {t for t in sync_steps if t < new_end}).actions[s]
+        assert tuple(got) == want, (s, k, new_end)

@@ -140,7 +140,8 @@ def main(argv: list[str] | None = None) -> int:
 
     world = _world_size()
     from . import checkpoint as ckpt_io  # torch is imported from here on
-    from . import components, trainer
+    from . import components
+    from . import run as trainer
     from .progress import progress_hooks
 
     restarts = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")

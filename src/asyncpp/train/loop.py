@@ -17,7 +17,8 @@ from .components import (
     resolve_device,
 )
 from .config import ConfigError
-from .trainer import Hooks, RunResult, train, train_distributed
+from .run import train, train_distributed
+from .trainer import Hooks, RunResult
 
 __all__ = ["RESUME_FREE", "ConfigError", "Hooks", "RunResult", "TrainingError", "apply_lr",
            "build_stage_optimizer", "check_resume_config", "evaluate", "lm_loss", "lr_factor",

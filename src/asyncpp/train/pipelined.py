@@ -55,7 +55,7 @@ from .components import (
     prepare_run,
 )
 from .config import Config, ConfigError
-from .trainer import Prefetcher, StepOut
+from .steps import Prefetcher, StepOut
 
 
 def check_layout(cfg: Config, world: int) -> tuple[int, int]:

@@ -41,7 +41,7 @@ from .components import (
     to_device,
 )
 from .config import Config
-from .trainer import Prefetcher, StepOut
+from .steps import Prefetcher, StepOut
 
 
 class SimulationBackend:

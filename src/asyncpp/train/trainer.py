@@ -34,20 +34,15 @@ Bounds, with L = ``train.log_every``: a non-finite loss or gradient norm at step
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import logging
 import math
 import shutil
-import signal
-import threading
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-
-import torch
 
 from . import checkpoint as ckpt_io
 from .components import (
@@ -57,16 +52,13 @@ from .components import (
     model_flops_per_token,
     peak_memory_mb,
     peak_tflops,
-    prepare_run,
-    resolve_device,
 )
-from .config import Config, ConfigError, to_toml
+from .config import Config, to_toml
 from .metrics import MetricsWriter, tensorboard_available, truncate_metrics
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Hooks", "Prefetcher", "RunResult", "StepOut", "Trainer", "TrainingError", "train",
-           "train_distributed"]
+__all__ = ["Hooks", "RunResult", "Trainer", "TrainingError"]
 
 
 @dataclass
@@ -97,74 +89,6 @@ class RunResult:
     plot: Path | None = None
     export: Path | None = None
     exit_code: int = 0
-
-
-@dataclass
-class StepOut:
-    """One completed step as a backend reports it: device tensors, nothing fetched.
-
-    ``loss``: 0-dim (None where this rank does not see the loss); ``grad_sq``: one squared
-    gradient norm per update of the step (this rank's share under torchrun); ``aux``: MoE
-    load-balancing loss (0-dim) or None; ``drift``: (U², D²) per update with
-    ``delay.track_updates``; ``skipped``: a non-finite step skipped (``on_nonfinite=skip``).
-    """
-
-    step: int
-    loss: torch.Tensor | None
-    grad_sq: torch.Tensor
-    aux: torch.Tensor | None = None
-    drift: list = field(default_factory=list)
-    skipped: bool = False
-
-
-class Prefetcher:
-    """The training batches of a run: draws step t + 1's batch while step t runs, in pinned
-    memory on CUDA, copied to the device without blocking.
-
-    ``rows``: the slice of every batch this rank uses (data parallelism); ``need``: (inputs,
-    targets) — a rank that needs neither still advances the sampler, so every rank's sampler
-    is at the same position. :meth:`state_dict` is the sampler's state after the last batch
-    handed out (what a checkpoint must record), not after the one drawn ahead.
-    """
-
-    def __init__(self, sampler, device: torch.device, rows: slice = slice(None),
-                 need: tuple[bool, bool] = (True, True)) -> None:
-        self.sampler, self.device, self.rows, self.need = sampler, device, rows, need
-        self._pin = device.type == "cuda"
-        self._ahead = None
-        self._state = sampler.state_dict()
-
-    def _draw(self):
-        x, y = self.sampler.next_batch()
-        after = self.sampler.state_dict()
-        out = []
-        for t, want in zip((x, y), self.need):
-            if not want:
-                out.append(None)
-                continue
-            t = t[self.rows]
-            if self._pin:
-                t = t.pin_memory()
-            out.append(t.to(self.device, non_blocking=True))
-        return tuple(out), after
-
-    def __iter__(self) -> Iterator:
-        return self
-
-    def __next__(self):
-        if self._ahead is None:
-            self._ahead = self._draw()
-        batch, self._state = self._ahead
-        self._ahead = self._draw()
-        return batch
-
-    def state_dict(self) -> dict:
-        return dict(self._state)
-
-    def load_state_dict(self, state: dict) -> None:
-        self.sampler.load_state_dict(state)
-        self._state = self.sampler.state_dict()
-        self._ahead = None
 
 
 def _steady_rate(times: list[float], tokens_per_step: int) -> float | None:
@@ -309,7 +233,7 @@ class Trainer:
                 end = min(end, (step // every + 1) * every)
         return end
 
-    def _on_step(self, out: StepOut) -> None:
+    def _on_step(self, out) -> None:
         now = time.perf_counter()
         dt = now - self._t_last
         self._t_last = now
@@ -434,68 +358,3 @@ class Trainer:
                 r.plot = plot_runs([cfg.run_dir], cfg.run_dir / "loss.png")
             except ImportError:
                 log.warning("matplotlib is not installed; no loss plot (pip install matplotlib)")
-
-
-# -- entry points -----------------------------------------------------------------------------
-@contextlib.contextmanager
-def _signals(stop: dict):
-    """SIGINT/SIGTERM set ``stop["signal"]`` (a second one ends the process at once)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum, frame):
-        stop["signal"] = signum
-        signal.signal(signum, signal.SIG_DFL)
-
-    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
-
-
-def train(cfg: Config, *, resume: bool = False, hooks: Hooks | None = None,
-          prepared: tuple | None = None, stop: dict | None = None) -> RunResult:
-    """Run (or resume) ``cfg`` in this process (:class:`SimulationBackend`). ``stop``: a dict
-    whose ``"signal"`` entry a signal handler sets (the CLI's); the run stops at the next step
-    with a checkpoint."""
-    from .simulation import SimulationBackend
-
-    data, ckpt, device = prepared if prepared is not None else prepare_run(cfg, resume=resume)
-    backend = SimulationBackend(cfg, data, device, stop if stop is not None else {})
-    return Trainer(cfg, backend, hooks=hooks, manifest=ckpt, data=data).run(resume=resume)
-
-
-def train_distributed(cfg: Config, *, resume: bool = False,
-                      hooks: Hooks | None = None) -> RunResult:
-    """Run (or resume) ``cfg`` on this rank of a ``torchrun`` launch
-    (:class:`~asyncpp.train.pipelined.PipelineBackend`); returns the same
-    :class:`RunResult` on every rank (exit status 128 + signal when interrupted)."""
-    import torch.distributed as dist
-
-    from ..pipeline import init_distributed
-    from .pipelined import PipelineBackend, prepare_distributed
-
-    if cfg.run.threads:
-        torch.set_num_threads(cfg.run.threads)
-    try:
-        device = init_distributed(resolve_device(cfg.run.device), timeout=cfg.run.peer_timeout_s)
-    except ValueError as e:  # an incomplete torchrun environment
-        raise ConfigError(str(e)) from None
-    stop = {"signal": None}
-    try:
-        with _signals(stop):
-            data, manifest = prepare_distributed(cfg, resume)
-            if dist.get_rank() != 0:
-                hooks = Hooks()
-            backend = PipelineBackend(cfg, data, device, stop)
-            trainer = Trainer(cfg, backend, hooks=hooks, manifest=manifest, data=data)
-            try:
-                return trainer.run(resume=resume)
-            except TrainingError:
-                return dataclasses.replace(trainer.result, exit_code=1)
-    finally:
-        if dist.is_initialized():
-            dist.destroy_process_group()
