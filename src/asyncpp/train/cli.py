@@ -162,11 +162,16 @@ def main(argv: list[str] | None = None) -> int:
         except ConfigError as e:
             return _fail(str(e))
         hooks, bar = progress_hooks(cfg, stop, peak, world)
+        from ..pipeline import PipelineError
+
         try:
             result = trainer.train_distributed(cfg, resume=args.resume,
                                                hooks=hooks if rank == 0 else None)
         except ConfigError as e:
             return _fail(str(e))
+        except PipelineError as e:  # a peer died or stalled past run.peer_timeout_s
+            print(f"{PROG}: error: {e}", file=sys.stderr)
+            return 1
         finally:
             if bar["bar"] is not None:
                 bar["bar"].close()

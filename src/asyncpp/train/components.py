@@ -246,13 +246,14 @@ def clear_run_dir(run_dir: Path) -> None:
         shutil.rmtree(run_dir / sub, ignore_errors=True)
 
 
-def to_device(obj, device):
+def to_device(obj, device, _key=None):
+    """``obj`` (nested dicts/lists of tensors, e.g. an optimizer state dict) with every tensor
+    moved to ``device`` — except optimizer ``step`` counters, which stay on the CPU (as
+    ``torch.optim`` keeps them), so reading one is never a device synchronisation."""
     if isinstance(obj, torch.Tensor):
-        return obj.to(device)
+        return obj if _key == "step" else obj.to(device)
     if isinstance(obj, dict):
-        return {k: to_device(v, device) for k, v in obj.items()}
+        return {k: to_device(v, device, k) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
         return type(obj)(to_device(v, device) for v in obj)
     return obj
-
-
