@@ -17,6 +17,7 @@ TORCH_HAVE := $(or $(shell cat $(TORCH_RECORD) 2>/dev/null),$(TORCH_SPEC_DEFAULT
 # (the tests pass a temporary folder and a few steps).
 RUNS ?= runs
 COMPARE_ARGS ?=
+DEMO_ARGS ?=
 
 .PHONY: setup demo compare test test-fast verify book lint bench clean
 
@@ -38,7 +39,7 @@ endif
 	@touch $(STAMP)
 
 demo: $(STAMP)
-	$(VENV)/bin/asyncpp-train --config configs/demo.toml
+	$(VENV)/bin/asyncpp-train --config configs/demo.toml $(DEMO_ARGS)
 
 # The demo model three ways — synchronous, PipeDream-2BW (one step of delay), 2BW + Error
 # Feedback — then one plot of the three (the runs the train how-to plots).

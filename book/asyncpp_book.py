@@ -60,8 +60,10 @@ def not_yet(what: str, hint: str) -> str:
 
 # -- rendering ---------------------------------------------------------------------------------
 def md_escape(text) -> str:
-    """One table cell of Markdown: pipes escaped, line breaks flattened."""
-    return " ".join(str(text).replace("|", r"\|").split())
+    """One table cell of Markdown: pipes and angle brackets escaped (a raw ``<name>`` would be
+    read as an HTML tag and vanish), line breaks flattened."""
+    text = str(text).replace("|", r"\|").replace("<", r"\<").replace(">", r"\>")
+    return " ".join(text.split())
 
 
 def fmt(x, digits: int = 3) -> str:
@@ -101,6 +103,28 @@ def md_text(text) -> str:
     out = []
     for ch in " ".join(str(text).split()):
         out.append("\\" + ch if ch in "\\`*_[]<>$|#{}" else ch)
+    return "".join(out)
+
+
+_MD_TEXT_SPECIAL = "\\_[]<>|#{}"
+
+
+def md_math(text) -> str:
+    r"""Text with inline LaTeX between ``$`` signs (a proof step's name or note, a result's
+    title, a legend entry, as written in ``theory/``) made into MyST: the math stays math,
+    the prose between is escaped (no accidental links, HTML or headings; ``*emphasis*`` and
+    ``code`` are kept). Inside math ``\|`` and ``|`` become ``\Vert`` and ``\vert`` (the same
+    symbols), so the text can also sit in a table cell."""
+    parts = " ".join(str(text).split()).split("$")
+    if len(parts) % 2 == 0:  # unbalanced dollars: show it as it is, nothing is lost
+        return md_text(text)
+    out = []
+    for i, part in enumerate(parts):
+        if i % 2:
+            tex = part.strip().replace("\\|", r"\Vert ").replace("|", r"\vert ")
+            out.append(f"${tex}$")
+        else:
+            out.append("".join("\\" + ch if ch in _MD_TEXT_SPECIAL else ch for ch in part))
     return "".join(out)
 
 
@@ -152,76 +176,231 @@ def badge(status: str) -> str:
     return f"{{{STATUS_BADGE.get(status, 'bdg-secondary')}}}`{status}`"
 
 
-WRAP = 100  # LaTeX characters per displayed line before a long sum is broken
+WIDTH = 50  # visible characters per displayed line (~600 px of MathJax at the book's size)
 
 
-def _biggest_sum(term):
-    """The factor of a product that is the longest sum, or None."""
-    import sympy as sp
+def tex_width(tex: str) -> float:
+    r"""Approximate rendered width of LaTeX, in characters: commands count as one glyph,
+    ``\frac{a}{b}`` as its wider part, scripts at 0.7, relation and binary operators with
+    their spacing. Only used to decide where a long formula is broken."""
+    import re
 
-    sums = [f for f in sp.Mul.make_args(term) if isinstance(f, sp.Add)]
-    if not sums:
-        return None
-    return max(sums, key=lambda f: len(sp.latex(f)))
+    def group(t: str, i: int) -> tuple[str, int]:
+        # the {...} group starting at t[i] (or a single token), and the index after it
+        if i < len(t) and t[i] == "{":
+            depth = 0
+            for j in range(i, len(t)):
+                depth += {"{": 1, "}": -1}.get(t[j], 0)
+                if depth == 0:
+                    return t[i + 1:j], j + 1
+            return t[i + 1:], len(t)
+        m = re.match(r"\\[A-Za-z]+|.", t[i:]) if i < len(t) else None
+        return (m.group(0), i + len(m.group(0))) if m else ("", i)
+
+    def width(t: str) -> float:
+        w, i = 0.0, 0
+        while i < len(t):
+            ch = t[i]
+            if t.startswith(r"\frac", i) or t.startswith(r"\dfrac", i):
+                i += 5 if t.startswith(r"\frac", i) else 6
+                num, i = group(t, i)
+                den, i = group(t, i)
+                w += max(width(num), width(den)) + 0.6
+            elif t.startswith(r"\sqrt", i):
+                arg, i = group(t, i + 5)
+                w += width(arg) + 1
+            elif ch in "^_":
+                arg, i = group(t, i + 1)
+                w += 0.7 * width(arg)
+            elif ch == "\\":
+                m = re.match(r"\\([A-Za-z]+|.)", t[i:])
+                name = m.group(1)
+                i += len(m.group(0))
+                if name in ("left", "right", "Bigl", "Bigr", "bigl", "bigr", "Big", "big",
+                            "mathbb", "operatorname", "mathrm", "text", "displaystyle"):
+                    continue
+                if name in ("qquad",):
+                    w += 2
+                elif name in ("quad",):
+                    w += 1
+                elif name in ("le", "ge", "leq", "geq", "cdot", "neq", "approx"):
+                    w += 2
+                elif name in ("sum", "prod"):
+                    w += 1.5
+                elif len(name) == 1 and not name.isalpha():
+                    w += 0.3 if name in ",;: " else 1
+                else:
+                    w += 1
+            elif ch in "{} ":
+                i += 1
+            elif ch in "+-=<>":
+                w += 2
+                i += 1
+            else:
+                w += 1
+                i += 1
+        return w
+
+    return width(tex)
 
 
-def _signed(tex: str, first: bool) -> str:
-    if first:
-        return tex
-    return "- " + tex[1:].lstrip() if tex.startswith("-") else "+ " + tex
+_OPEN = {0: (r"\Bigl[", r"\Bigr]"), 1: (r"\Bigl(", r"\Bigr)")}
 
 
-def _pieces(expr) -> list[tuple[str, int]]:
-    """The terms of a sum as (LaTeX, depth) pieces; a long term ``coef·(sum)`` is opened up
-    into ``coef\\Big(`` + its own terms (depth 1) + ``\\Big)``."""
-    import sympy as sp
-
-    out: list[tuple[str, int]] = []
-    for i, term in enumerate(expr.as_ordered_terms()):
-        inner = _biggest_sum(term) if isinstance(term, sp.Mul) else None
-        if len(sp.latex(term)) <= WRAP or inner is None:
-            out.append((_signed(sp.latex(term), i == 0), 0))
-            continue
-        coef = sp.Mul(*[f for f in sp.Mul.make_args(term) if f is not inner])
-        coef_tex = "" if coef == 1 else ("-" if coef == -1 else sp.latex(coef))
-        inner_terms = inner.as_ordered_terms()
-        group = [(_signed(coef_tex + r"\Big(" + sp.latex(inner_terms[0]), i == 0), 0)]
-        group += [(_signed(sp.latex(t), False), 1) for t in inner_terms[1:]]
-        group[-1] = (group[-1][0] + r"\Big)", group[-1][1])
-        out += group
+def _wrapped(pieces: list[str], depth: int, tail: str = "") -> list[str]:
+    """``pieces`` inside a pair of big delimiters (brackets and parentheses alternate)."""
+    left, right = _OPEN[depth % 2]
+    out = list(pieces)
+    out[0] = left + " " + out[0]
+    out[-1] = out[-1] + " " + right + tail
     return out
 
 
-def broken_latex(expr) -> list[str]:
-    """``expr`` as LaTeX lines for an ``aligned`` block: the terms of a long sum (and of the
-    sum inside a long ``coef·(sum)`` term) packed greedily into lines of about :data:`WRAP`
-    characters. Purely presentational: the lines concatenate to what sympy renders."""
+def latex_pieces(expr, depth: int = 0) -> list[str]:
+    r"""``expr`` as LaTeX cut into pieces between which a line may break: the terms of a long
+    sum, the factors of a long product (a long sum factor opened up inside ``\Bigl(``
+    ... ``\Bigr)``), the numerator of a long fraction, the summand of a long Σ. The pieces
+    joined by spaces are the expression; breaking is purely presentational."""
     import sympy as sp
 
-    if len(sp.latex(expr)) <= WRAP or not isinstance(expr, sp.Add):
-        return [sp.latex(expr)]
+    tex = sp.latex(expr)
+    if tex_width(tex) <= WIDTH * 0.8:
+        return [tex]
+    if isinstance(expr, sp.Add):
+        out: list[str] = []
+        for i, term in enumerate(expr.as_ordered_terms()):
+            parts = latex_pieces(term, depth)
+            first = parts[0]
+            if i:
+                first = "- " + first[1:].lstrip() if first.startswith("-") else "+ " + first
+            out += [first] + parts[1:]
+        return out
+    if isinstance(expr, sp.Mul):
+        coeff, rest = expr.as_coeff_Mul()
+        if coeff < 0:
+            parts = latex_pieces(-expr, depth)
+            return ["-" + parts[0]] + parts[1:]
+        num, den = sp.fraction(expr)
+        out = [] if den == 1 else [r"\frac{1}{" + sp.latex(den) + "}"]
+        factors = sp.Mul.make_args(num)  # short factors first, then the long ones
+        for f in sorted(factors, key=lambda f: tex_width(sp.latex(f)) > WIDTH * 0.5):
+            ft = sp.latex(f)
+            if tex_width(ft) <= WIDTH * 0.5:
+                out.append(r"\left(" + ft + r"\right)" if isinstance(f, sp.Add) else ft)
+            elif isinstance(f, sp.Add):
+                out += _wrapped(latex_pieces(f, depth + 1), depth)
+            elif isinstance(f, sp.Pow) and isinstance(f.base, sp.Add) and f.exp.is_Integer:
+                power = "^{" + sp.latex(f.exp) + "}"
+                out += _wrapped(latex_pieces(f.base, depth + 1), depth, power)
+            elif isinstance(f, (sp.Sum, sp.Mul, sp.Min, sp.Max)):
+                out += latex_pieces(f, depth + 1)
+            else:
+                out.append(ft)
+        return out
+    if isinstance(expr, sp.Pow) and isinstance(expr.base, sp.Add) and expr.exp.is_Integer \
+            and expr.exp > 0:
+        return _wrapped(latex_pieces(expr.base, depth + 1), depth, "^{" + sp.latex(expr.exp) + "}")
+    if isinstance(expr, (sp.Min, sp.Max)):
+        args = [latex_pieces(a, depth + 1) for a in expr.args]
+        out = []
+        for i, parts in enumerate(args):
+            out += [p + ("," if j == len(parts) - 1 and i < len(args) - 1 else "")
+                    for j, p in enumerate(parts)]
+        out = _wrapped(out, depth)
+        out[0] = (r"\min" if isinstance(expr, sp.Min) else r"\max") + " " + out[0]
+        return out
+    if isinstance(expr, sp.Sum) and len(expr.limits) == 1:
+        v, lo, hi = expr.limits[0]
+        head = r"\sum_{" + f"{sp.latex(v)}={sp.latex(lo)}" + "}^{" + sp.latex(hi) + "}"
+        inner = latex_pieces(expr.function, depth + 1)
+        if len(inner) == 1:
+            return [tex]
+        out = _wrapped(inner, depth)
+        out[0] = head + " " + out[0]
+        return out
+    return [tex]
+
+
+def _pack(pieces: list[str], width: float) -> list[str]:
+    """Greedy packing of pieces into lines of at most ``width`` (a piece never splits)."""
     lines: list[str] = []
-    for tex, depth in _pieces(expr):
-        if lines and len(lines[-1]) + len(tex) <= WRAP:
-            lines[-1] += " " + tex
+    for piece in pieces:
+        if lines and tex_width(lines[-1]) + tex_width(piece) <= width:
+            lines[-1] += " " + piece
         else:
-            lines.append((r"\qquad " if depth else "") + tex)
+            lines.append(piece)
     return lines
 
 
-def relation_md(lhs_tex: str, rel_tex: str, rhs) -> str:
-    """``lhs rel rhs`` as display math, the right-hand side broken over lines if long."""
-    lines = broken_latex(rhs)
-    if len(lines) == 1:
-        return f"$$\n{lhs_tex} {rel_tex} {lines[0]}\n$$"
-    body = f"{lhs_tex} {rel_tex}\\ & " + "\\\\\n& ".join(lines)
+def broken_latex(expr, width: float = WIDTH) -> list[str]:
+    """``expr`` as LaTeX lines of at most about ``width`` visible characters (see
+    :func:`latex_pieces`); a single line when it fits."""
+    import sympy as sp
+
+    tex = sp.latex(expr)
+    if tex_width(tex) <= width:
+        return [tex]
+    return _pack(latex_pieces(expr), width)
+
+
+def relation_md(lhs, rel_tex: str, rhs, width: float = WIDTH) -> str:
+    r"""``lhs rel rhs`` as display math. When it does not fit on one line, the right-hand side
+    is broken into lines aligned after the relation; a long left-hand side gets lines of its
+    own, with the relation starting the right-hand side's first line. ``width``: visible
+    characters per line (see :func:`tex_width`)."""
+    import sympy as sp
+
+    lhs_tex = lhs if isinstance(lhs, str) else sp.latex(lhs)
+    rhs_tex = sp.latex(rhs)
+    lw = tex_width(lhs_tex)
+    if lw + tex_width(rhs_tex) + 3 <= width:
+        return f"$$\n{lhs_tex} {rel_tex} {rhs_tex}\n$$"
+    if lw <= width / 3:
+        lines = broken_latex(rhs, width - lw - 3)
+        body = f"{lhs_tex} {rel_tex}\\ & " + " \\\\\n& \\quad ".join(lines)
+    else:
+        left = [lhs_tex] if isinstance(lhs, str) else broken_latex(lhs, width)
+        right = broken_latex(rhs, width - 4)
+        rows = ["& " + left[0]] + ["& \\quad " + x for x in left[1:]]
+        rows += [f"& {rel_tex} " + right[0]] + ["& \\quad " + x for x in right[1:]]
+        body = " \\\\\n".join(rows)
     return f"$$\n\\begin{{aligned}}\n{body}\n\\end{{aligned}}\n$$"
 
 
-def result_statement_md(result) -> str:
+def result_statement_md(result, width: float = WIDTH) -> str:
     """The statement of a :class:`theory.assumptions.Result` as display math."""
     rel = {"<=": r"\le", "=": "=", ">=": r"\ge"}[getattr(result, "relation", "<=")]
-    return relation_md(result.quantity_latex, rel, result.statement)
+    return relation_md(result.quantity_latex, rel, result.statement, width)
+
+
+def _chapter_doc(chapter: str) -> str | None:
+    """The theory page of a result's chapter tag (``T1`` → ``t1``), or ``None`` when no page
+    of ``book/theory/`` is named after it or opens with the tag (``# MC — …``)."""
+    folder = repo_root() / "book" / "theory"
+    if (folder / f"{chapter.lower()}.md").is_file():
+        return chapter.lower()
+    for page in sorted(folder.glob("*.md")):
+        for line in page.read_text(encoding="utf-8").splitlines():
+            if line.startswith("# "):
+                if line[2:].split(" ")[0].strip("—:") == chapter:
+                    return page.stem
+                break
+    return None
+
+
+def results_table_md() -> str:
+    """The theory index: a table of every result of ``theory.all_results()`` (its chapter, its
+    title, its proof steps by check status), then every result's final bound as display math
+    (an equation cannot sit in a table cell without overflowing it)."""
+    rows, bounds = [], []
+    for chapter, result in theory_results():
+        statuses, _ = check_statuses(result)
+        doc = _chapter_doc(chapter)
+        link = f"{{doc}}`{chapter} <{doc}>`" if doc else chapter
+        rows.append([link, f"`{result.name}`", md_math(result.title), counts_md(statuses)])
+        bounds.append(f"**{md_text(result.name)}** ({link})\n\n{result_statement_md(result)}")
+    table = md_table(["chapter", "result", "statement", "proof steps"], rows, "llll")
+    return table + "\n\n**The final bounds.**\n\n" + "\n\n".join(bounds)
 
 
 def step_md(step) -> str:
@@ -232,7 +411,7 @@ def step_md(step) -> str:
     ops = {sp.Le: r"\le", sp.Ge: r"\ge", sp.Eq: "=", sp.Lt: "<", sp.Gt: ">"}
     for cls, tex in ops.items():
         if isinstance(rel, cls):
-            return relation_md(sp.latex(rel.lhs), tex, rel.rhs)
+            return relation_md(rel.lhs, tex, rel.rhs)
     return f"$$\n{step.latex()}\n$$"
 
 
@@ -245,7 +424,7 @@ def assumptions_md(result) -> str:
     for name in result.assumptions:
         a = ASSUMPTIONS.get(name)
         if a is None:
-            lines.append(f"- {md_text(name)}")
+            lines.append(f"- {md_math(name)}")
         else:
             lines.append(f"- **{name}** $\\;{a.latex}$")
     return "\n".join(lines)
@@ -257,17 +436,18 @@ def legend_md(result) -> str:
 
     if not result.legend:
         return ""
-    return "\n".join(f"- ${sp.latex(k)}$: {md_text(v)}" for k, v in result.legend.items())
+    return "\n".join(f"- ${sp.latex(k)}$: {md_math(v)}" for k, v in result.legend.items())
 
 
 def steps_md(result, statuses: list[str]) -> str:
-    """Every proof step: name, kind, check status, the relation as display math, the note."""
+    """Every proof step: its check status, name and kind (one line), the relation as display
+    math (its own block, so it is set as an equation), and the explanation."""
     blocks = []
     for step, status in zip(result.steps, statuses):
-        head = f"{badge(status)} **{md_text(step.name)}** · *{KIND_TEXT.get(step.kind, step.kind)}*"
-        body = step_md(step)
-        note = f"\n\n{md_text(step.note)}" if step.note else ""
-        blocks.append(f"{head}\n{body}{note}")
+        head = (f"{badge(status)} **{md_math(step.name)}** · "
+                f"*{KIND_TEXT.get(step.kind, step.kind)}*")
+        note = f"\n\n{md_math(step.note)}" if step.note else ""
+        blocks.append(f"{head}\n\n{step_md(step)}{note}")
     return "\n\n".join(blocks)
 
 
@@ -281,7 +461,7 @@ def trust_md(result, statuses: list[str]) -> str:
     rows = []
     for step, status in zip(result.steps, statuses):
         if status in ("assumed", "cited", "FAILED"):
-            rows.append([badge(status), f"**{md_text(step.name)}**", md_text(step.note) or "—"])
+            rows.append([badge(status), f"**{md_math(step.name)}**", md_math(step.note) or "—"])
     if not rows:
         return "Every step is machine-checked."
     return md_table(["status", "step", "justification"], rows)
@@ -299,16 +479,15 @@ def result_md(result, steps: str = "open") -> str:
     """A result as one Markdown block: statement, assumptions, legend, the check summary, what
     is taken on trust, and the proof steps (``steps="open"``, or ``"dropdown"`` to fold them).
     Every step is checked here (or its status reused, see :func:`check_statuses`)."""
-    statuses, cached = check_statuses(result)
+    statuses, _ = check_statuses(result)
     n = len(statuses)
-    where = ("reused from an earlier build of the same `theory/` sources" if cached
-             else "checked while this page was built")
-    parts = [f"**{md_text(result.name)}** — {md_text(result.title)}", result_statement_md(result),
+    parts = [f"**{md_text(result.name)}** — {md_math(result.title)}", result_statement_md(result),
              "Assumptions:\n\n" + assumptions_md(result)]
     legend = legend_md(result)
     if legend:
         parts.append(":::{dropdown} Legend of the proof's symbols\n" + legend + "\n:::")
-    parts.append(f"Proof: {n} steps ({where}): {counts_md(statuses)}")
+    parts.append(f"Proof: {n} steps, each checked by sympy as `python -m theory` checks it: "
+                 f"{counts_md(statuses)}")
     parts.append("What the proof takes on trust, and any step whose check failed:\n\n"
                  + trust_md(result, statuses))
     body = steps_md(result, statuses)
@@ -351,3 +530,17 @@ def _demote(text: str) -> str:
         else:
             out.append(line)
     return "\n".join(out).strip()
+
+
+# -- experiments ---------------------------------------------------------------------------------
+def load_report():
+    """``experiments/report.py`` as a module, or ``None`` when it or the results are missing."""
+    import importlib.util
+
+    path = repo_root() / "experiments" / "report.py"
+    if not path.is_file() or not experiment_result_paths():
+        return None
+    spec = importlib.util.spec_from_file_location("asyncpp_experiments_report", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
