@@ -155,3 +155,35 @@ def test_pop_stats_drains_and_bad_use_is_refused():
         DriftMeter(2, 3).load_state_dict(DriftMeter(3, 3).state_dict())
     with pytest.raises(ValueError, match="parameter groups"):
         DriftMeter(2, 3).collect(dopts)
+
+
+def test_spectral_drift_is_t2s_drift_and_the_frobenius_ratio_can_understate_it():
+    """SpectralDrift measures δ_n = ‖u⁽ⁿ⁾ − u⁽ⁿ⁻¹⁾‖₂/η per matrix; on a rank-one change of an
+    orthogonal-like update the Frobenius ratio ρ_n is √n times smaller than δ_n (the √rank gap
+    stated in asyncpp.delay.drift)."""
+    from asyncpp.delay.drift import SpectralDrift
+
+    n, lr, c = 4, 0.5, 0.3
+    W = torch.zeros(n, n, dtype=torch.float64, requires_grad=True)
+    d = DelayedOptimizer(torch.optim.SGD([W], lr=lr), delay=1, track_updates=True)
+    meter = DriftMeter.for_optimizers([d], 3)
+    spec = SpectralDrift(lr)
+    g0 = torch.eye(n, dtype=torch.float64)
+    g1 = g0.clone()
+    g1[0, 0] += c
+    pairs, deltas = [], []
+    for g in (g0, g1, g1):
+        W.grad = g.clone()
+        d.step()
+        got = meter.collect([d])
+        if got:
+            pairs += got
+            deltas.append(spec.observe(d))
+    # updates u0 = lr g0, u1 = lr g1: delta_1 = ||lr c E11||_2 / lr = c
+    assert deltas[0] is None and deltas[1] == pytest.approx(c)
+    rho = math.sqrt(pairs[1][1] / pairs[1][0])
+    assert rho == pytest.approx(c / float(g1.norm()))
+    assert deltas[1] / rho == pytest.approx(float(g1.norm()))  # ≈ √n for small c
+    assert spec.mean() == pytest.approx(c)
+    with pytest.raises(ValueError, match="track_updates"):
+        SpectralDrift(lr).observe(DelayedOptimizer(torch.optim.SGD([W], lr=lr), delay=1))

@@ -144,9 +144,9 @@ def momentum_steps(delay_bound, delay_note: str, nesterov: bool, prefix: str = "
     r"""Steps M1–M19: the summed input error Σ_{k<K} R(k) ≤ total.
 
     ``delay_bound`` is an upper bound on G(k) = E‖∇f(z_k) − ∇f(y_k)‖† (may depend on k).
-    Heavy ball:  total = K√α ρσ + ((1−α)E₀ + K(1−α)Lη(1+ε₁))/α + Σ_k delay_bound(k).
+    Heavy ball:  total = K√(α/(2−α)) ρσ + ((1−α)E₀ + K(1−α)Lη(1+ε₁))/α + Σ_k delay_bound(k).
     Nesterov:    total = Kν_N ρσ + ((1−α)²E₀ + K(1−α)²Lη(1+ε₁))/α + Σ_k delay_bound(k),
-    ν_N = √(α(1−α)⁴ + α²(2−α)²).
+    ν_N = √(α(1−α)⁴/(2−α) + α²(2−α)²).
     """
     P = prefix
     st: list[Step] = []
@@ -202,8 +202,9 @@ def momentum_steps(delay_bound, delay_note: str, nesterov: bool, prefix: str = "
                r"$\xi_0, \dots, \xi_{k-1}$ only, so $\mathbb{E}\langle a_{k-1}, \xi_k\rangle = 0$ "
                "in the expansion " + f"{P}11", refs=("A1",))
     m12b = Step(f"{P}12b variance", "assumption", le(X(k), sigma**2), "A1", refs=("A1",))
-    m13 = Step(f"{P}13 noise variance", "inequality", le(V(k), alpha * sigma**2),
-               "induction on $k$ from $V(-1) = 0$",
+    m13 = Step(f"{P}13 noise variance", "inequality", le(V(k), alpha * sigma**2 / (2 - alpha)),
+               r"induction on $k$ from $V(-1) = 0$; $\alpha\sigma^2/(2-\alpha)$ is the exact fixed "
+               r"point of $V \mapsto (1-\alpha)^2 V + \alpha^2\sigma^2$ (the slack is 0)",
                uses=((m12b, alpha**2), ("IH", w**2)), rewrites=(m12,),
                induction=(k, -1, {V(-1): 0}))
     m14 = Step(f"{P}14 Jensen and norm equivalence", "cited",
@@ -212,13 +213,13 @@ def momentum_steps(delay_bound, delay_note: str, nesterov: bool, prefix: str = "
                r"\sqrt{\mathbb{E}\|a\|_2^2}$",
                refs=("A3",))
     m15 = Step(f"{P}15 square root is increasing", "monotonicity",
-               le(sp.sqrt(V(k)), sp.sqrt(alpha * sigma**2)),
+               le(sp.sqrt(V(k)), sp.sqrt(alpha * sigma**2 / (2 - alpha))),
                mono=(sp.sqrt(_v), _v, 1, m13))
-    m16 = Step(f"{P}16 noise part", "inequality", le(A(k), rho * sigma * sp.sqrt(alpha)),
+    m16 = Step(f"{P}16 noise part", "inequality", le(A(k), rho * sigma * heavy_noise_factor()),
                uses=((m14, 1), (m15, rho)))
     st += [m1, m2, m3, m4, m5, m6, m7, m8, m9, m10, m11, m12, m12b, m13, m14, m15, m16]
     if not nesterov:
-        total = K * sp.sqrt(alpha) * rho * sigma + (w * E0 + K * w * L * eta * r) / alpha \
+        total = K * heavy_noise_factor() * rho * sigma + (w * E0 + K * w * L * eta * r) / alpha \
             + sum_delay
         m17 = Step(f"{P}17 triangle ($e = a + b$)", "cited", le(R(k), A(k) + B(k)),
                    "$e_k = a_k + b_k$")
@@ -264,9 +265,15 @@ def momentum_steps(delay_bound, delay_note: str, nesterov: bool, prefix: str = "
     return st, n11, total
 
 
+def heavy_noise_factor() -> sp.Expr:
+    """ν = √(α/(2−α)): the heavy-ball momentum's noise, in units of ρσ (step M13's exact fixed
+    point; ≈ √(α/2) for small α, ≤ √α)."""
+    return sp.sqrt(alpha / (2 - alpha))
+
+
 def nesterov_noise_factor() -> sp.Expr:
-    """ν_N = √(α(1−α)⁴ + α²(2−α)²): the Nesterov input's noise, in units of ρσ."""
-    return sp.sqrt(alpha * w**4 + alpha**2 * (1 + w)**2)
+    """ν_N = √(α(1−α)⁴/(2−α) + α²(2−α)²): the Nesterov input's noise, in units of ρσ."""
+    return sp.sqrt(alpha * w**4 / (2 - alpha) + alpha**2 * (1 + w)**2)
 
 
 def sum_linear_k(expr) -> sp.Expr:
@@ -289,5 +296,6 @@ def final_steps(desc: Step, mom: Step, total: sp.Expr, bound: sp.Expr,
     return [f1, f2]
 
 
-__all__ = ["descent_steps", "momentum_steps", "final_steps", "nesterov_noise_factor", "summ",
+__all__ = ["descent_steps", "momentum_steps", "final_steps", "nesterov_noise_factor",
+           "heavy_noise_factor", "summ",
            "sum_linear_k", "LEGEND"]

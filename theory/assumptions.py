@@ -19,6 +19,9 @@ Each step is one relation of a fixed *kind*:
 ``monotonicity``
     ``g(a) ≤ g(b)`` from ``a ≤ b`` (an earlier step) and the sign of ``dg/dv`` (certified), or
     just the sign of a derivative.
+``definition``
+    ``lhs = rhs`` true by the definition of a symbol (given in ``model``): checked for
+    consistency like an identity, but reported as ``defined``, never counted as verified.
 ``assumption`` / ``cited``
     not machine-checkable (norm inequalities, the descent lemma, Jensen, the martingale
     property of the noise, textbook stability criteria); listed with status ``assumed`` /
@@ -56,9 +59,9 @@ from typing import Any
 import sympy as sp
 from sympy.core.function import AppliedUndef
 
-KINDS = ("identity", "sum", "inequality", "monotonicity", "assumption", "cited")
+KINDS = ("identity", "sum", "inequality", "monotonicity", "assumption", "cited", "definition")
 UNCHECKED = {"assumption": "assumed", "cited": "cited"}
-VERIFIED, FAILED = "verified", "FAILED"
+VERIFIED, FAILED, DEFINED = "verified", "FAILED", "defined"
 
 # --------------------------------------------------------------------------- symbols
 Delta = sp.Symbol("Delta", positive=True)
@@ -351,7 +354,7 @@ class Step:
     def _check(self) -> bool:
         kind = self.kind
         rel = self.relation
-        if kind == "identity":
+        if kind in ("identity", "definition"):
             lhs, rhs = self._apply_rewrites(rel.lhs), self._apply_rewrites(rel.rhs)
             if self.model:
                 lhs, rhs = lhs.subs(self.model), rhs.subs(self.model)
@@ -455,7 +458,8 @@ class Step:
                     ok = self._check()
                 except Exception:  # a check that cannot be carried out has failed
                     ok = False
-                self._status = VERIFIED if ok else FAILED
+                good = DEFINED if self.kind == "definition" else VERIFIED
+                self._status = good if ok else FAILED
         return self._status
 
     @property
@@ -521,7 +525,7 @@ class Result:
                 for key, val in self.legend.items()) + r"\\")
         lines.append(r"\begin{align*}")
         for s in self.steps:
-            tag = {"identity": "id", "sum": "sum", "inequality": "ineq",
+            tag = {"identity": "id", "sum": "sum", "inequality": "ineq", "definition": "def",
                    "monotonicity": "mono", "assumption": "assumed", "cited": "cited"}[s.kind]
             lines.append(rf"&{s.latex()} && \text{{[{_tex_text(s.name)}; {tag}]}}\\")
         lines.append(r"\end{align*}")

@@ -28,23 +28,26 @@ step :math:`k` is taken at :math:`z_k = y_{\max(k-\tau, 0)}`, so
 .. math::
     \frac1K\sum_{k=0}^{K-1}\mathbb{E}\|\nabla f(x_{k+\tau})\|_\dagger
     &\le q\Big(\frac{\Delta_0}{\eta K} + \frac{L\eta r^2}{2}\Big)\\
-    &\quad + C\Big(\frac{(1-\alpha)E_0}{\alpha K} + \sqrt{\alpha}\,\rho\sigma
+    &\quad + C\Big(\frac{(1-\alpha)E_0}{\alpha K} + \sqrt{\frac{\alpha}{2-\alpha}}\,\rho\sigma
     + L\eta r\Big(\frac{1-\alpha}{\alpha} + \tau\Big)\Big)
 
 with :math:`r = 1+\epsilon_1`, :math:`q = 1/(1-\epsilon_2)`,
 :math:`C = (2+\epsilon_1-\epsilon_2)/(1-\epsilon_2)`. For Nesterov, :math:`(1-\alpha)` becomes
-:math:`(1-\alpha)^2` in the :math:`E_0` and lag terms and :math:`\sqrt{\alpha}` becomes
-:math:`\nu_N = \sqrt{\alpha(1-\alpha)^4 + \alpha^2(2-\alpha)^2}`. The minimum over :math:`k` is
-at most the average. With the production zero buffer,
+:math:`(1-\alpha)^2` in the :math:`E_0` and lag terms and :math:`\sqrt{\alpha/(2-\alpha)}`
+becomes :math:`\nu_N = \sqrt{\alpha(1-\alpha)^4/(2-\alpha) + \alpha^2(2-\alpha)^2}` (the noise
+variance is the exact fixed point :math:`\alpha\sigma^2/(2-\alpha)` of its recursion, step
+M13: about :math:`\sqrt2` below :math:`\sqrt\alpha` for small :math:`\alpha`). The minimum
+over :math:`k` is at most the average. With the production zero buffer,
 :math:`E_0 = \|\nabla f(x_0)\|_\dagger \le \sqrt{2L\Delta_0}` (step G3).
 
 The delay adds exactly :math:`C L\eta(1+\epsilon_1)\tau` (:math:`= 2\tau L\eta` for the exact
 LMO) to the momentum-lag term :math:`2L\eta(1-\alpha)/\alpha`: a relative cost of order
 :math:`\alpha\tau`. At :math:`\tau = 0`, :math:`\epsilon_1 = \epsilon_2 = 0` and
 :math:`E_0 = \rho\sigma` (Kovalev's :math:`m_0 = g(x_0)`), the bound is Kovalev's Theorem 2
-minus :math:`2\rho\sigma/K + 3L\eta` (step KV1), because the lag term is kept as
+minus at least :math:`2\rho\sigma/K + 3L\eta` (step KV1), because the lag term is kept as
 :math:`(1-\alpha)/\alpha` instead of :math:`1/\alpha` and the curvature term as
-:math:`L\eta/2` instead of :math:`3L\eta/2`.
+:math:`L\eta/2` instead of :math:`3L\eta/2`, and the noise term is
+:math:`2\sqrt{\alpha/(2-\alpha)}\rho\sigma` instead of :math:`2\sqrt{\alpha}\rho\sigma`.
 """
 
 from __future__ import annotations
@@ -56,7 +59,15 @@ import numpy as np
 import sympy as sp
 
 from . import _lmo
-from ._lmo import N, descent_steps, final_steps, momentum_steps, nesterov_noise_factor, summ
+from ._lmo import (
+    N,
+    descent_steps,
+    final_steps,
+    heavy_noise_factor,
+    momentum_steps,
+    nesterov_noise_factor,
+    summ,
+)
 from .assumptions import (
     E0,
     C,
@@ -84,6 +95,9 @@ from .assumptions import (
 w = 1 - alpha
 #: κ² with ν_N ≤ κ√α (Nesterov), certified in step P0
 KAPPA2_NESTEROV = sp.Rational(3, 2)
+#: κ² of the heavy-ball noise √(α/(2−α)) to leading order in α (α → 0): the optimal-momentum
+#: steps O5–O8 use it; the complexity steps P3–P10 use the exact factor
+KAPPA2_HEAVY = sp.Rational(1, 2)
 
 PARAMS = (Delta, L, rho, sigma, eta, alpha, K, tau, eps1, eps2, E0)
 
@@ -93,7 +107,7 @@ def statement(nesterov: bool = False) -> sp.Expr:
     if nesterov:
         init, noise, lag = w**2, nesterov_noise_factor(), w**2 / alpha
     else:
-        init, noise, lag = w, sp.sqrt(alpha), w / alpha
+        init, noise, lag = w, heavy_noise_factor(), w / alpha
     return q * (Delta / (eta * K) + L * eta * r**2 / 2) + C * (
         init * E0 / (alpha * K) + noise * rho * sigma + L * eta * r * (lag + tau))
 
@@ -105,11 +119,14 @@ def kovalev_statement() -> sp.Expr:
 
 
 def surrogate(nesterov: bool = False) -> sp.Expr:
-    r"""B̄ ≥ B: qΔ/(ηK) + CE₀/(αK) + κC√αρσ + Lηr(C/α + Cτ + qr/2) (κ = 1, or √(3/2) for
-    Nesterov); the bound that the complexity K(ε) is derived from."""
-    kappa = sp.sqrt(KAPPA2_NESTEROV) if nesterov else 1
-    return (q * Delta / (eta * K) + C * E0 / (alpha * K) + kappa * C * sp.sqrt(alpha) * rho * sigma
+    r"""B̄ ≥ B: qΔ/(ηK) + CE₀/(αK) + Cν̄ρσ + Lηr(C/α + Cτ + qr/2), ν̄ = √(α/(2−α)) (heavy
+    ball, exact) or √(3α/2) (Nesterov); the bound that the complexity K(ε) is derived from."""
+    return (q * Delta / (eta * K) + C * E0 / (alpha * K) + C * _noise_bar(nesterov) * rho * sigma
             + L * eta * r * (C / alpha + C * tau + q * r / 2))
+
+
+def _noise_bar(nesterov: bool) -> sp.Expr:
+    return sp.sqrt(KAPPA2_NESTEROV * alpha) if nesterov else heavy_noise_factor()
 
 
 def _lag_coefficient(nesterov: bool) -> sp.Expr:
@@ -175,7 +192,8 @@ def _kovalev_steps() -> list[Step]:
     return [Step(r"KV1 $\tau = 0$ reduces to Kovalev's Theorem 2", "inequality",
                  le(ours, kovalev_statement()),
                  r"$\tau = 0$, exact LMO, $E_0 = \rho\sigma$ ($m_0 = g(x_0)$): ours $\le$ "
-                 r"Kovalev's; the gap is $2\rho\sigma/K + 3 L \eta$")]
+                 r"Kovalev's; the gap is $2\rho\sigma/K + 3 L \eta + 2(\sqrt{\alpha} - "
+                 r"\sqrt{\alpha/(2-\alpha)})\rho\sigma$")]
 
 
 def _optimal_steps(nesterov: bool) -> list[Step]:
@@ -184,7 +202,7 @@ def _optimal_steps(nesterov: bool) -> list[Step]:
     b_val = _lag_coefficient(nesterov)
     c0 = sp.expand(bnd - a_val / eta - b_val * eta)
     a_, b_ = sp.symbols("a b", positive=True)
-    o1 = Step(r"O1 the bound is $a/\eta + b\eta + c$", "identity",
+    o1 = Step(r"O1 the bound is $a/\eta + b\eta + c$", "definition",
               eq(bnd, a_ / eta + b_ * eta + c0),
               r"$a = q\Delta/K > 0$, $b = L r\,(C(\text{lag} + \tau) + q r/2) > 0$, $c$ "
               r"independent of $\eta$",
@@ -214,7 +232,7 @@ def _optimal_steps(nesterov: bool) -> list[Step]:
     o7 = Step("O7 leading-order rate", "identity",
               eq(h.subs(alpha, a_star), 2 * sp.sqrt(2 * A_ * B_)),
               r"$\min h = 2\sqrt{2AB} = O(K^{-1/4})$")
-    kappa = sp.sqrt(KAPPA2_NESTEROV) if nesterov else 1
+    kappa = sp.sqrt(KAPPA2_NESTEROV if nesterov else KAPPA2_HEAVY)
     o8 = Step(r"O8 $\alpha^*$ in the parameters", "identity",
               eq(2 * A_ / B_, optimal_alpha_expr(nesterov)),
               model={A_: sp.sqrt(q * Delta * L * r * C / K), B_: kappa * C * rho * sigma})
@@ -222,13 +240,13 @@ def _optimal_steps(nesterov: bool) -> list[Step]:
 
 
 def optimal_alpha_expr(nesterov: bool = False) -> sp.Expr:
-    r"""α* = (2/(κρσ))·√(qΔ₀L r/(C K)): minimiser of the leading terms (clip to 1)."""
-    kappa = sp.sqrt(KAPPA2_NESTEROV) if nesterov else 1
+    r"""α* = (2/(κρσ))·√(qΔ₀L r/(C K)): minimiser of the leading terms (clip to 1); κ² = 1/2
+    (heavy ball: √(α/(2−α)) ≈ √(α/2)) or 3/2 (Nesterov)."""
+    kappa = sp.sqrt(KAPPA2_NESTEROV if nesterov else KAPPA2_HEAVY)
     return 2 / (kappa * rho * sigma) * sp.sqrt(q * Delta * L * r / (C * K))
 
 
 def _complexity_steps(nesterov: bool) -> list[Step]:
-    kappa = sp.sqrt(KAPPA2_NESTEROV) if nesterov else 1
     steps: list[Step] = []
     if nesterov:
         nu = nesterov_noise_factor()
@@ -253,11 +271,23 @@ def _complexity_steps(nesterov: bool) -> list[Step]:
                       r"$\eta_\varepsilon = \varepsilon/\bigl(4 L r\,(C/\alpha + C \tau + q "
                       r"r/2)\bigr)$"))
     a0 = alpha0_expr(nesterov)
-    noise = kappa * C * sp.sqrt(alpha) * rho * sigma
+    noise = C * _noise_bar(nesterov) * rho * sigma
+    if nesterov:
+        at_a0 = noise.subs(alpha, a0)
+    else:
+        a0_small = eps**2 / (16 * C**2 * rho**2 * sigma**2)
+        a_ = sp.Symbol("a_0", positive=True)
+        steps.append(Step(r"P3a $\alpha_0/(2-\alpha_0) = a_0$", "identity",
+                          eq((2 * a_ / (1 + a_)) / (2 - 2 * a_ / (1 + a_)), a_),
+                          r"$\alpha_0 = 2a_0/(1+a_0)$ solves $\alpha/(2-\alpha) = a_0$"))
+        at_a0 = C * sp.sqrt(a0_small) * rho * sigma
     steps.append(Step(r"P3 noise group at $\alpha_0$", "identity",
-                      eq(noise.subs(alpha, a0), eps / 4),
-                      r"$\alpha_0 = \varepsilon^2/(16 \kappa^2 C^2 \rho^2 \sigma^2)$; "
-                      r"$\alpha_\varepsilon = \min(1, \alpha_0)$"))
+                      eq(at_a0, eps / 4),
+                      (r"$\alpha_0 = \varepsilon^2/(16 \kappa^2 C^2 \rho^2 \sigma^2)$, $\kappa^2 = "
+                       r"3/2$; " if nesterov else
+                       r"$\alpha_0 = 2a_0/(1+a_0)$, $a_0 = \varepsilon^2/(16 C^2 \rho^2 \sigma^2)$ "
+                       r"(solves $\alpha/(2-\alpha) = a_0$); ")
+                      + r"$\alpha_\varepsilon = \min(1, \alpha_0)$"))
     steps.append(Step(r"P4 noise group increases with $\alpha$", "monotonicity",
                       ge(sp.diff(noise, alpha), 0), mono=(noise, alpha, 1, None)))
     K1 = 4 * q * Delta / (eps * eta)
@@ -279,11 +309,14 @@ def _complexity_steps(nesterov: bool) -> list[Step]:
                       eq(K1.subs(eta, eta_eps), 16 * q * L * r * Delta * lag / eps**2)))
     if not nesterov:
         leading = (16 * q * L * r * Delta * C / a0 / eps**2).subs({eps1: 0, eps2: 0})
-        steps.append(Step("P10 leading term equals Kovalev's", "identity",
-                          eq(leading, 2048 * L * Delta * rho**2 * sigma**2 / eps**4),
+        steps.append(Step("P10 leading term is half Kovalev's", "identity",
+                          eq(leading, 1024 * L * Delta * rho**2 * sigma**2 / eps**4
+                             + 16 * L * Delta / eps**2),
                           r"exact LMO, $\alpha_\varepsilon = \alpha_0$: the $\varepsilon^{-4}$ "
-                          r"term of $K(\varepsilon)$ is $2048 L \Delta \rho^2 "
-                          r"\sigma^2/\varepsilon^4$, Kovalev's leading term"))
+                          r"term of $K(\varepsilon)$ is $1024 L \Delta \rho^2 "
+                          r"\sigma^2/\varepsilon^4$, half Kovalev's 2048 (M13's exact fixed point "
+                          r"$\alpha\sigma^2/(2-\alpha)$ instead of $\alpha\sigma^2$), plus "
+                          r"$16 L\Delta/\varepsilon^2$"))
     steps.append(Step("P11 the delay is lower order", "identity",
                       eq((16 * q * L * r * Delta * C * tau / eps**2)
                          / (16 * q * L * r * Delta * C / (alpha * eps**2)), alpha * tau),
@@ -306,9 +339,12 @@ def complexity_expr(nesterov: bool = False) -> tuple[sp.Expr, sp.Expr, sp.Expr, 
 
 
 def alpha0_expr(nesterov: bool = False) -> sp.Expr:
-    """α₀ = ε²/(16κ²C²ρ²σ²) (the noise group of B̄ equals ε/4 there)."""
-    kappa2 = KAPPA2_NESTEROV if nesterov else 1
-    return eps**2 / (16 * kappa2 * C**2 * rho**2 * sigma**2)
+    """α₀ where the noise group of B̄ equals ε/4: heavy ball 2a₀/(1+a₀) with
+    a₀ = ε²/(16C²ρ²σ²) (α₀/(2−α₀) = a₀); Nesterov ε²/(16κ²C²ρ²σ²), κ² = 3/2."""
+    if nesterov:
+        return eps**2 / (16 * KAPPA2_NESTEROV * C**2 * rho**2 * sigma**2)
+    a0 = eps**2 / (16 * C**2 * rho**2 * sigma**2)
+    return 2 * a0 / (1 + a0)
 
 
 # --------------------------------------------------------------------------- tightness
@@ -400,8 +436,8 @@ def bound(Delta, L, rho, sigma, eta, alpha, K, tau, eps1=0.0, eps2=0.0, E0=None,
     r"""T1: upper bound on (1/K) Σ_{k<K} E‖∇f(x_{k+τ})‖† (average over the K applied steps;
     it also bounds E min_k), for LMO/Muon with EMA momentum α = 1 − β and delay τ:
 
-    q(Δ₀/(ηK) + Lηr²/2) + C((1−α)E₀/(αK) + √α ρσ + Lηr((1−α)/α + τ)),
-    r = 1+ε₁, q = 1/(1−ε₂), C = (2+ε₁−ε₂)/(1−ε₂); Nesterov: (1−α) → (1−α)², √α → ν_N.
+    q(Δ₀/(ηK) + Lηr²/2) + C((1−α)E₀/(αK) + √(α/(2−α)) ρσ + Lηr((1−α)/α + τ)),
+    r = 1+ε₁, q = 1/(1−ε₂), C = (2+ε₁−ε₂)/(1−ε₂); Nesterov: (1−α) → (1−α)², √(α/(2−α)) → ν_N.
 
     Assumptions A0–A3, BAND, INIT. ``E0=None`` uses the zero-buffer value √(2LΔ₀).
     Accepts numpy arrays (broadcast).
@@ -437,7 +473,7 @@ def optimal_params(Delta, L, rho, sigma, K, tau, eps1=0.0, eps2=0.0, nesterov=Fa
     √(3/2) for Nesterov), and η = η*(α) the exact minimiser in η (steps O1–O4).
     The delay τ enters η only, through the lower-order term Cτ next to C(1−α)/α."""
     _check(Delta, L, rho, sigma, 1.0, None, K, tau, eps1, eps2)
-    kappa = math.sqrt(1.5) if nesterov else 1.0
+    kappa = math.sqrt(1.5) if nesterov else math.sqrt(0.5)
     r_ = 1 + eps1
     q_ = 1 / (1 - eps2)
     C_ = (2 + eps1 - eps2) / (1 - eps2)
@@ -450,22 +486,29 @@ def optimal_params(Delta, L, rho, sigma, K, tau, eps1=0.0, eps2=0.0, nesterov=Fa
 
 def complexity(epsilon, Delta, L, rho, sigma, tau, eps1=0.0, eps2=0.0, E0=None,
                nesterov=False):
-    r"""Iteration complexity (steps P1–P11): with α_ε = min(1, ε²/(16κ²C²ρ²σ²)),
+    r"""Iteration complexity (steps P1–P11): with α_ε = min(1, α₀), α₀ = 2a₀/(1+a₀),
+    a₀ = ε²/(16C²ρ²σ²) (Nesterov: α₀ = ε²/(24C²ρ²σ²)),
     η_ε = ε/(4Lr(C/α_ε + Cτ + qr/2)) and
     K(ε) = ⌈max(16 q L r Δ₀ (C/α_ε + Cτ + qr/2)/ε², 4 C E₀/(α_ε ε))⌉
-    the T1 bound is ≤ ε. Exact LMO, large σ: K = 2048LΔ₀ρ²σ²/ε⁴ + 16LΔ₀(2τ + 1/2)/ε² + ...
-    (Kovalev's leading constant); τ enters only the ε⁻² term (relative size α_ε τ).
+    the T1 bound is ≤ ε. Exact LMO, large σ: K = 1024LΔ₀ρ²σ²/ε⁴ + 16LΔ₀(2τ + 3/2)/ε² + ...
+    (half Kovalev's leading constant 2048: step M13 uses the exact fixed point ασ²/(2−α));
+    τ enters only the ε⁻² term (relative size α_ε τ).
     Returns a dict with K, eta, alpha (K counts applied steps; the run has K + τ steps)."""
     if not epsilon > 0:
         raise ValueError(f"epsilon must be > 0, got {epsilon!r}")
     _check(Delta, L, rho, sigma, 1.0, None, None, tau, eps1, eps2)
     if E0 is None:
         E0 = float(initial_error_bound(Delta, L))
-    kappa2 = 1.5 if nesterov else 1.0
     r_ = 1 + eps1
     q_ = 1 / (1 - eps2)
     C_ = (2 + eps1 - eps2) / (1 - eps2)
-    a = 1.0 if rho * sigma == 0 else min(1.0, epsilon**2 / (16 * kappa2 * C_**2 * (rho * sigma)**2))
+    if rho * sigma == 0:
+        a = 1.0
+    elif nesterov:
+        a = min(1.0, epsilon**2 / (16 * 1.5 * C_**2 * (rho * sigma)**2))
+    else:
+        a0 = epsilon**2 / (16 * C_**2 * (rho * sigma)**2)
+        a = min(1.0, 2 * a0 / (1 + a0))
     lag = C_ / a + C_ * tau + q_ * r_ / 2
     e = epsilon / (4 * L * r_ * lag)
     K1 = 4 * q_ * Delta / (epsilon * e)

@@ -29,16 +29,23 @@ consecutive updates, not their size. (The design's virtual point
 .. math::
     \frac1K\sum_{k<K}\mathbb{E}\|\nabla f(w_k)\|_\dagger
     &\le q\Big(\frac{\Delta_0}{\eta K} + \frac{L\eta r^2}{2}\Big)
-    + C\Big(\frac{(1-\alpha)E_0}{\alpha K} + \sqrt{\alpha}\,\rho\sigma\\
+    + C\Big(\frac{(1-\alpha)E_0}{\alpha K} + \sqrt{\alpha/(2-\alpha)}\,\rho\sigma\\
     &\qquad + L\eta r\frac{1-\alpha}{\alpha} + L\eta\big(\delta + (\tau-1)r\big)\Big)
 
 (virtual point), and the same plus :math:`L\eta r` for
 :math:`\frac1K\sum_k \mathbb{E}\|\nabla f(y_k)\|_\dagger`, the average at the real iterates
 :math:`x_{k+\tau}` (step X2). Nesterov as in T1. Worst case (:math:`\delta = 2r`): the delay
 term is :math:`C L\eta r(\tau+1)`, one :math:`C L\eta r` more than T1's :math:`C L\eta r\tau`;
-EF wins when the drift is small (consecutive updates similar). For :math:`\tau = 1`: at the
-virtual point EF beats no EF iff :math:`\delta < r`; at the iterate iff
-:math:`C\delta + r < C r` (:math:`\delta < r/2` for the exact LMO).
+EF wins when the drift is small (consecutive updates similar). These are comparisons of
+*upper bounds*, not of the runs. The comparison at a common point — the iterates
+:math:`x_{k+\tau}` of both runs — is step X6: EF's bound is below T1's iff
+:math:`C\delta < r(C-1)` (:math:`\delta < r/2` for the exact LMO). "EF's virtual-point bound is
+below T1's iff :math:`\delta < r`" (step X5b) compares the gradient at :math:`w_k` (EF) with the
+gradient at :math:`x_{k+\tau}` (no EF): two different points, so it says nothing about which
+run is better at the same point. :math:`\delta` is the *spectral* drift (per matrix); the
+relative Frobenius ratio :math:`\bar\rho` that ``asyncpp.delay.drift.DriftMeter`` reports is a
+different statistic (it can understate :math:`\delta` by up to :math:`\sqrt{\mathrm{rank}}`;
+see that module).
 
 For ``verify/``: :math:`w_k = x_{k+\tau} + u_{k-1}`, where :math:`u_{k-1}` is the last applied
 update (``DelayedOptimizer.prev_update``); for :math:`\tau = 1`,
@@ -98,7 +105,7 @@ def statement(point: str = "virtual", nesterov: bool = False) -> sp.Expr:
     if nesterov:
         init, noise, lag = w**2, nesterov_noise_factor(), w**2 / alpha
     else:
-        init, noise, lag = w, sp.sqrt(alpha), w / alpha
+        init, noise, lag = w, _lmo.heavy_noise_factor(), w / alpha
     b = q * (Delta / (eta * K) + L * eta * r**2 / 2) + C * (
         init * E0 / (alpha * K) + noise * rho * sigma + L * eta * r * lag
         + L * eta * (drift + (tau - 1) * r))
@@ -142,7 +149,7 @@ def _virtual_steps() -> list[Step]:
               le(O(k), eta * Dr(k) + (tau - 1) * eta * r),
               r"triangle inequality on V5 and BAND ($\|u_j\| \le \eta(1+\epsilon_1)$); $\delta_k "
               r":= \|u_{k-1} - u_{k-\tau-1}\|/\eta$; then expectation", refs=("BAND",))
-    v7 = Step("V7 drift (definition)", "identity", eq(summ(Dr(k)), K * drift),
+    v7 = Step("V7 drift (definition)", "definition", eq(summ(Dr(k)), K * drift),
               r"$\delta := \frac{1}{K}\sum_{k<K} \mathbb{E}\,\delta_k$ (the drift)",
               model={drift: summ(Dr(k)) / K})
     v8 = Step("V8 summed offset", "inequality",
@@ -187,6 +194,15 @@ def _steps(nesterov: bool) -> list[Step]:
                           eq(bv.subs(drift, 2 * r) - t1_statement(False), C * L * eta * r),
                           r"worst case: one $C L \eta r$ more than T1 (offset $2 \eta r$ against "
                           r"$\eta r$)"))
+        steps.append(Step("X5b virtual-point bound vs T1 (different points)", "identity",
+                          eq(bv - t1_statement(False), C * L * eta * (drift - r)),
+                          r"EF's bound at $w_k$ minus T1's at $x_{k+\tau}$: negative iff "
+                          r"$\delta < r$ (a comparison at two different points)"))
+        bi = statement("iterate", False)
+        steps.append(Step("X6 EF vs no EF at the iterate (common point)", "identity",
+                          eq(bi - t1_statement(False), L * eta * (C * drift - r * (C - 1))),
+                          r"both bounds at the iterates $x_{k+\tau}$: EF's is below T1's iff "
+                          r"$C\delta < r(C-1)$, i.e. $\delta < r/2$ for the exact LMO ($C = 2$)"))
     return steps
 
 
@@ -219,7 +235,7 @@ def bound(Delta, L, rho, sigma, eta, alpha, K, tau=1, drift=None, eps1=0.0, eps2
           E0=None, point="iterate", nesterov=False):
     r"""T2: bound on the average stationarity of the EF run over K applied steps.
 
-    q(Δ₀/(ηK) + Lηr²/2) + C((1−α)E₀/(αK) + √αρσ + Lηr(1−α)/α + Lη(drift + (τ−1)r))
+    q(Δ₀/(ηK) + Lηr²/2) + C((1−α)E₀/(αK) + √(α/(2−α))ρσ + Lηr(1−α)/α + Lη(drift + (τ−1)r))
     [+ Lηr when ``point="iterate"``], r = 1+ε₁, q = 1/(1−ε₂), C = (2+ε₁−ε₂)/(1−ε₂).
 
     ``point="iterate"`` (default) bounds (1/K) Σ_{k<K} E‖∇f(x_{k+τ})‖†; ``"virtual"`` bounds

@@ -161,6 +161,16 @@ def _simulate(beta: Fraction, tau: int, ef: bool, nesterov: bool, x0: Fraction, 
     return xs, ss, ms
 
 
+def trajectory(beta, tau: int, ef: bool = False, nesterov: bool = False, x0=Fraction(3, 10),
+               steps: int = 100) -> list[Fraction]:
+    """x_t/η for t = 0..steps of the exact 1-D model (exact rationals; ``beta``, ``x0`` as
+    fractions or strings)."""
+    b = beta if isinstance(beta, Fraction) else Fraction(str(beta))
+    x0 = x0 if isinstance(x0, Fraction) else Fraction(str(x0))
+    xs, _, _ = _simulate(b, tau, ef, nesterov, x0, steps + 1)
+    return xs
+
+
 def _periodic_momentum(beta: Fraction, xs_per: list, tau: int, t: int, p: int, start: int):
     """m*_t = (1−β)/(1−β^p) Σ_{j<p} β^j x*_{t−τ−j} (x* periodic with period p from start)."""
     def xp(i):
@@ -386,6 +396,6 @@ def result() -> Result:
     )
 
 
-__all__ = ["Cycle", "cycle", "amplitude_formula", "amplitude_table",
+__all__ = ["Cycle", "cycle", "trajectory", "amplitude_formula", "amplitude_table",
            "harmonic_balance_omega", "harmonic_balance_amplitude", "momentum_shrinks",
            "result"]

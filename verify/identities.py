@@ -361,3 +361,67 @@ def taylor_properties(inst: TaylorInstance, system: System = PRODUCTION) -> list
 
 __all__ = ["IdInstance", "TaylorInstance", "record_muon", "ef_identities", "ef_momentum_lemma",
            "nesterov_momentum_lemma", "taylor_properties", "reference_ns", "TOL"]
+
+
+# --------------------------------------------------------------------------- drift bridge
+def drift_bridge(inst: IdInstance, system: System = PRODUCTION) -> list[Record]:
+    r"""``P4.drift_bridge``: the inequalities of ``asyncpp.delay.drift`` between the reported
+    relative Frobenius drift ρ_n = D_n/U_n (:class:`~asyncpp.delay.drift.DriftMeter`) and T2's
+    spectral drift δ_n = ‖u^{(n)} − u^{(n−1)}‖₂/η (:class:`~asyncpp.delay.drift.SpectralDrift`),
+    on one production Muon run with ``track_updates=True`` (one m×n matrix, R = min(m, n)):
+
+    δ_n ≤ ρ_n U_n/η ≤ (1+ε₁)√R ρ_n   and   ρ_n ≤ √R η δ_n/U_n   for every update n ≥ 1,
+
+    and δ_n equals the spectral norm of the difference of the recorded updates (identity).
+    ``measured``/``bound`` of the first record: max_n δ_n/((1+ε₁)√R ρ_n) against 1 (how much
+    of the √R gap a run uses)."""
+    from asyncpp.delay.drift import DriftMeter, SpectralDrift
+
+    from . import band as bandmod
+    from .properties import make_problem
+
+    prob = make_problem(inst.family, inst.m, inst.n, sigma=inst.sigma, seed=inst.problem_seed)
+    X = torch.nn.Parameter(prob.x0.clone().to(DTYPE))
+    opt = system.muon([X], lr=inst.lr, beta=inst.beta, ns_dtype="float64",
+                      nesterov=inst.nesterov)
+    dopt = DelayedOptimizer_with_tracking(system, opt, inst)
+    meter = DriftMeter.for_optimizers([dopt], inst.steps)
+    spec = SpectralDrift(inst.lr)
+    gen = torch.Generator().manual_seed(2000 + inst.problem_seed)
+    eps1, _ = bandmod.band(min(inst.m, inst.n), torch.float64)
+    R = min(inst.m, inst.n)
+    pairs, deltas, ups = [], [], []
+    for _ in range(inst.steps):
+        X.grad = prob.grad(X.detach()) + prob.noise(gen)
+        dopt.step()
+        got = meter.collect([dopt])
+        if got:
+            pairs += got
+            d = spec.observe(dopt)
+            deltas.append(d)
+            ups.append(dopt.last_applied[0][0].detach().clone())
+    worst_up, worst_lo, worst_id, use = 0.0, 0.0, 0.0, 0.0
+    ok = True
+    for n in range(1, len(pairs)):
+        U = math.sqrt(pairs[n][0])
+        rho = math.sqrt(pairs[n][1] / pairs[n][0]) if pairs[n][0] > 0 else 0.0
+        dlt = deltas[n]
+        direct = spectral_norm(ups[n] - ups[n - 1]) / inst.lr
+        worst_id = max(worst_id, abs(dlt - direct) / max(direct, 1e-300))
+        tol = 1e-9 * (1 + dlt)
+        ok = ok and dlt <= rho * U / inst.lr + tol
+        ok = ok and rho * U / inst.lr <= (1 + eps1) * math.sqrt(R) * rho + tol
+        ok = ok and rho <= math.sqrt(R) * inst.lr * dlt / max(U, 1e-300) + 1e-9 * (1 + rho)
+        if rho > 0:
+            use = max(use, dlt / ((1 + eps1) * math.sqrt(R) * rho))
+        worst_up = max(worst_up, dlt - rho * U / inst.lr)
+        worst_lo = max(worst_lo, rho - math.sqrt(R) * inst.lr * dlt / max(U, 1e-300))
+    ok = ok and worst_id <= 1e-9 and len(pairs) >= 2
+    return [Record("P4.drift_bridge", "upper", use, 1.0, ok, params=inst.params(),
+                   extra={"R": R, "eps1": eps1, "identity_rel_error": worst_id,
+                          "updates": len(pairs), "mean_spectral_drift": spec.mean()})]
+
+
+def DelayedOptimizer_with_tracking(system: System, opt, inst: IdInstance):  # noqa: N802
+    """The system's delay core with ``track_updates=True``."""
+    return system.delayed(opt, inst.tau, "ef" if inst.ef else "none", track_updates=True)

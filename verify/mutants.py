@@ -15,6 +15,14 @@ mutant and assert that at least one property rejects it.
 * :func:`patch_wrong_weight_version` — a pipeline stage whose forwards read its newest weights
   instead of the weight version the schedule names (so its gradients are not the stale ones
   the delay model says), applied inside the pipeline worker processes of property 6.
+* :class:`EFWrongPrevious` — EF with the wrong previous update:
+  :math:`x_{t+1} = x_t - 2u^{(t)} + u^{(t-2)}` instead of :math:`+u^{(t-1)}`.
+* :class:`TaylorSignError` — DC-ASGD with the correction's sign flipped,
+  :math:`\hat g = g - \lambda g\odot g\odot(x_\text{now} - x_\text{stale})`.
+* :class:`NesterovOff` — Muon asked for Nesterov momentum runs heavy ball.
+* :func:`patch_stage_version_off_by_one` — one pipeline stage (stage 0) forwards on the weight
+  version one update older than its schedule names, whenever that version is still held (the
+  other stages are right), applied inside the pipeline worker processes of property 6.
 """
 
 from __future__ import annotations
@@ -95,9 +103,8 @@ def patch_wrong_weight_version() -> None:
 
     original = executor.PipelineExecutor._forward
 
-    def _forward(self, a, st, inputs, targets, scale, t0):
-        return original(self, dataclasses.replace(a, version=self._newest), st, inputs,
-                        targets, scale, t0)
+    def _forward(self, a, *args, **kwargs):
+        return original(self, dataclasses.replace(a, version=self._newest), *args, **kwargs)
 
     executor.PipelineExecutor._forward = _forward
 
@@ -160,19 +167,19 @@ class NesterovOff(System):
 
 def patch_stage_version_off_by_one(stage: int = 0) -> None:
     """Monkeypatch ``PipelineExecutor._forward`` (in this process) so that stage ``stage``
-    forwards on the weight version one update newer than the one its schedule action names
-    (clipped to the newest); every other stage is unchanged."""
+    forwards on the weight version one update older than the one its schedule action names
+    when the executor still holds it; every other stage is unchanged."""
     import dataclasses
 
     from asyncpp.pipeline import executor
 
     original = executor.PipelineExecutor._forward
 
-    def _forward(self, a, st, inputs, targets, scale, t0):
+    def _forward(self, a, *args, **kwargs):
         if self.topo.stage == stage:
-            newer = a.version + 1 if (a.version + 1) in self._versions else self._newest
-            a = dataclasses.replace(a, version=newer)
-        return original(self, a, st, inputs, targets, scale, t0)
+            if (a.version - 1) in self._versions:
+                a = dataclasses.replace(a, version=a.version - 1)
+        return original(self, a, *args, **kwargs)
 
     executor.PipelineExecutor._forward = _forward
 

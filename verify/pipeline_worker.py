@@ -15,7 +15,14 @@ applying it (via ``on_gradients``). Output: ``OUTDIR/rank{r}.json``.
 Every microbatch holds the whole data set, so each gradient is the full gradient (σ = 0).
 A scenario with ``"mutant": "wrong_version"`` runs with the executor patched
 (``verify.mutants.patch_wrong_weight_version``) so that its forwards read the newest weights
-instead of the version the schedule names.
+instead of the version the schedule names; ``"off_by_one"`` patches stage 0 only, one version
+too new (``verify.mutants.patch_stage_version_off_by_one``).
+
+A scenario with ``"problem": "sign"`` runs the *sign-descent problem* instead: every stage holds
+a 1×1 weight x_s and adds L x_s²/2 to the activation's first column (the loss is that column's
+mean), so f = Σ_s L x_s²/2 is separable and each stage's production Muon (lr = η/s₀, s₀ = NS(1))
+runs 1-D sign descent with its own delay: its iterates must follow the certified limit cycle of
+``theory.muon_cycle`` exactly (property 6's orbit check).
 """
 
 from __future__ import annotations
@@ -57,6 +64,51 @@ class MeasurementStage(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         r = x[:, :1] + x[:, 1:1 + self.d] @ self.weight.reshape(-1, 1)
         return torch.cat([r, x[:, 1 + self.d:]], dim=1)
+
+
+class SquareStage(nn.Module):
+    r"""Stage s of the sign problem: :math:`r \leftarrow r + L x_s^2/2` (1×1 weight)."""
+
+    def __init__(self, x0: float, L: float = 1.0) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.full((1, 1), float(x0), dtype=torch.float64))
+        self.L = L
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        r = x[:, :1] + 0.5 * self.L * (self.weight ** 2).reshape(1, 1)
+        return torch.cat([r, x[:, 1:]], dim=1)
+
+
+def run_sign_scenario(topo, sc: dict) -> dict:
+    """The sign problem (module docstring): x_s(0) = 0.3η on every stage."""
+    from asyncpp.optim import newton_schulz
+
+    P, s = topo.num_stages, topo.stage
+    s0 = float(newton_schulz(torch.ones(1, 1, dtype=torch.float64), dtype=torch.float64))
+    stage = SquareStage(0.3 * sc["eta"])
+    opt = Muon([stage.weight], lr=sc["eta"] / s0, momentum=sc["beta"],
+               nesterov=sc.get("nesterov", False), weight_decay=0.0, adjust_lr_fn="none",
+               ns_dtype="float64")
+    tau = stage_delay(sc["schedule"], P, s)
+    dopt = DelayedOptimizer(opt, delay=tau, correction=sc["correction"])
+    log = []
+
+    def on_gradients(update, grads):
+        log.append({"update": int(update), "x": stage.weight.detach().tolist(),
+                    "g": grads["weight"].detach().tolist()})
+
+    m = sc["m"]
+    ex = PipelineExecutor(stage, dopt, schedule=sc["schedule"], num_microbatches=m,
+                          topology=topo, loss_fn=lambda out, y: out[:, 0].mean(),
+                          timeout=120, on_gradients=on_gradients)
+    x = torch.zeros(4, 1, dtype=torch.float64)
+    y = torch.zeros(4, dtype=torch.float64)
+    batch = (x.repeat(m, 1), y.repeat(m))
+    per_batch = m if sc["schedule"] == "pipedream" else 1
+    batches = [batch] * ((sc["steps"] + per_batch - 1) // per_batch)
+    losses = ex.train_steps(batches)
+    return {"stage": s, "tau": tau, "log": log, "losses": losses,
+            "final_x": stage.weight.detach().tolist()}
 
 
 def pipeline_data(prob) -> tuple[torch.Tensor, torch.Tensor]:
@@ -102,13 +154,16 @@ def _mutant(name):
     if name is None:
         yield
         return
-    if name != "wrong_version":
+    if name not in ("wrong_version", "off_by_one"):
         raise ValueError(f"unknown pipeline mutant {name!r}")
     from asyncpp.pipeline import executor
-    from verify.mutants import patch_wrong_weight_version
+    from verify.mutants import patch_stage_version_off_by_one, patch_wrong_weight_version
 
     original = executor.PipelineExecutor._forward
-    patch_wrong_weight_version()
+    if name == "wrong_version":
+        patch_wrong_weight_version()
+    else:
+        patch_stage_version_off_by_one(0)
     try:
         yield
     finally:
@@ -132,7 +187,8 @@ def main() -> None:
         try:
             topo = PipelineTopology.create(num_stages=cfg["P"], timeout=120)
             with _mutant(sc.get("mutant")):
-                result[sc["name"]] = run_scenario(topo, sc)
+                run = run_sign_scenario if sc.get("problem") == "sign" else run_scenario
+                result[sc["name"]] = run(topo, sc)
         except Exception:
             result[sc["name"]] = {"crash": traceback.format_exc()}
         result[sc["name"]]["seconds"] = time.time() - t0

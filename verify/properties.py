@@ -489,12 +489,85 @@ def tightness_t1(inst: TightInstance, system: System = PRODUCTION) -> list[Recor
 def pipeline_scenario(name: str, schedule: str, correction: str, *, shapes, steps: int = 16,
                       m: int = 2, lr: float = 0.05, beta: float = 0.9, problem_seed: int = 0,
                       phi: str = "cauchy", count: int = 8, x0_scale: float = 2.0,
-                      mutant: str | None = None) -> dict:
-    """A configuration of ``verify/pipeline_worker.py`` (JSON-serialisable)."""
+                      mutant: str | None = None, problem: str = "measurements",
+                      eta: float = 0.1, nesterov: bool = False) -> dict:
+    """A configuration of ``verify/pipeline_worker.py`` (JSON-serialisable). ``problem="sign"``
+    is the separable sign-descent problem (1×1 stage weights, lr = η/s₀; ``shapes`` only sets
+    the number of stages)."""
     return {"name": name, "schedule": schedule, "correction": correction,
             "shapes": [list(s) for s in shapes], "steps": steps, "m": m, "lr": lr,
             "beta": beta, "problem_seed": problem_seed, "phi": phi, "count": count,
-            "x0_scale": x0_scale, "mutant": mutant}
+            "x0_scale": x0_scale, "mutant": mutant, "problem": problem, "eta": eta,
+            "nesterov": nesterov}
+
+
+def _stage_logs(sc: dict, ranks: list[dict]):
+    """{stage: result} of one scenario, or a failing Record when a rank crashed."""
+    per_stage = {}
+    for res in ranks:
+        out = res.get(sc["name"], {"crash": res.get("crash", "no result")})
+        if "crash" in out:
+            return None, Record("P6.model", "upper", math.inf, 1e-9, False, params=sc,
+                                extra={"crash": out["crash"][-2000:]})
+        per_stage[out["stage"]] = out
+    P = len(sc["shapes"])
+    if sorted(per_stage) != list(range(P)):
+        return None, Record("P6.model", "upper", math.inf, 1e-9, False, params=sc,
+                            extra={"reason": f"stages reported: {sorted(per_stage)}"})
+    return per_stage, None
+
+
+def pipeline_ef_identity(sc: dict, per_stage: dict, lr: float) -> Record:
+    r"""``P6.ef`` — the EF recursion on every executor stage, from the worker's log alone:
+    :math:`x_{u+1} - x_u + 2u_u - u_{u-1} = 0` (EF on a delayed stage) or
+    :math:`x_{u+1} - x_u + u_u = 0`, with :math:`u_u = \eta\,\mathrm{NS}(m_u)`,
+    :math:`m_u = \beta m_{u-1} + (1-\beta) g_u` recomputed from the logged gradients
+    (Nesterov: NS of :math:`(1-\beta)g_u + \beta m_u`); measured = max residual / η."""
+    from asyncpp.optim import newton_schulz
+
+    beta = sc["beta"]
+    worst = 0.0
+    for st in per_stage.values():
+        log = sorted(st["log"], key=lambda e: e["update"])
+        ef = sc["correction"] == "ef" and st["tau"] > 0
+        m, prev = None, None
+        for e, nxt in zip(log, log[1:]):
+            g = torch.tensor(e["g"], dtype=torch.float64)
+            m = (1 - beta) * g if m is None else beta * m + (1 - beta) * g
+            v = (1 - beta) * g + beta * m if sc.get("nesterov") else m
+            u = lr * newton_schulz(v, dtype=torch.float64)
+            dx = torch.tensor(nxt["x"], dtype=torch.float64) - torch.tensor(e["x"],
+                                                                          dtype=torch.float64)
+            res = dx + (2 * u - (prev if prev is not None else 0) if ef else u)
+            worst = max(worst, float(res.abs().max()))
+            prev = u
+    rel = worst / lr
+    return Record("P6.ef", "upper", rel, 1e-9, rel <= 1e-9, params=dict(sc),
+                  extra={"taus": [per_stage[s]["tau"] for s in sorted(per_stage)]})
+
+
+def pipeline_orbit(sc: dict, per_stage: dict) -> Record:
+    r"""``P6.orbit`` — on the sign problem every stage s follows the exact trajectory of
+    ``theory.muon_cycle`` for its own delay τ_s (EF on delayed stages): the weights before
+    update u are :math:`x_{u+\tau_s}` of the model (units of η; from x₀ = 0.3η); measured =
+    max deviation / η over every logged update."""
+    from fractions import Fraction
+
+    from theory import muon_cycle
+
+    dev = 0.0
+    for st in per_stage.values():
+        log = sorted(st["log"], key=lambda e: e["update"])
+        tau = st["tau"]
+        ef = sc["correction"] == "ef" and tau > 0
+        traj = muon_cycle.trajectory(Fraction(str(sc["beta"])), tau, ef,
+                                     sc.get("nesterov", False), Fraction(3, 10),
+                                     len(log) + tau + 1)
+        for e in log:
+            x = float(torch.tensor(e["x"], dtype=torch.float64).reshape(-1)[0]) / sc["eta"]
+            dev = max(dev, abs(x - float(traj[e["update"] + tau])))
+    return Record("P6.orbit", "upper", dev, 1e-9, dev <= 1e-9, params=dict(sc),
+                  extra={"taus": [per_stage[s]["tau"] for s in sorted(per_stage)]})
 
 
 def pipeline_check(sc: dict, ranks: list[dict]) -> list[Record]:
@@ -509,20 +582,18 @@ def pipeline_check(sc: dict, ranks: list[dict]) -> list[Record]:
       :math:`t = \tau_{\max}..\tau_{\max}+K-1` is below T1 (2BW without EF), T2's worst case
       (2BW with EF) or T4 (PipeDream, τ_s = P−1−s, weights L_s).
     """
+    per_stage, crash = _stage_logs(sc, ranks)
+    if crash is not None:
+        return [crash]
+    if sc.get("problem") == "sign":
+        s0 = float(PRODUCTION.newton_schulz(torch.ones(1, 1, dtype=torch.float64),
+                                            torch.float64))
+        return [pipeline_orbit(sc, per_stage),
+                pipeline_ef_identity(sc, per_stage, sc["eta"] / s0)]
     prob = block_measurements([tuple(x) for x in sc["shapes"]], count=sc["count"],
                               phi=sc["phi"], sigma=0.0, seed=sc["problem_seed"],
                               x0_scale=sc["x0_scale"])
     P = len(sc["shapes"])
-    per_stage = {}
-    for res in ranks:
-        out = res.get(sc["name"], {"crash": res.get("crash", "no result")})
-        if "crash" in out:
-            return [Record("P6.model", "upper", math.inf, 1e-9, False, params=sc,
-                           extra={"crash": out["crash"][-2000:]})]
-        per_stage[out["stage"]] = out
-    if sorted(per_stage) != list(range(P)):
-        return [Record("P6.model", "upper", math.inf, 1e-9, False, params=sc,
-                       extra={"reason": f"stages reported: {sorted(per_stage)}"})]
     taus = [per_stage[s]["tau"] for s in range(P)]
     # weights of stage s at simulated step t
     W: list[dict] = []
@@ -546,7 +617,8 @@ def pipeline_check(sc: dict, ranks: list[dict]) -> list[Record]:
     rel = dev / max(ref, 1e-300)
     params = {k: v for k, v in sc.items()}
     out = [Record("P6.model", "upper", rel, 1e-9, rel <= 1e-9, params=params,
-                  extra={"taus": taus, "steps_checked": T + 1})]
+                  extra={"taus": taus, "steps_checked": T + 1}),
+           pipeline_ef_identity(sc, per_stage, sc["lr"])]
     tmax = max(taus)
     K = T - tmax + 1
     gn = np.array([prob.grad_dual_norm(xs[t]) for t in range(tmax, tmax + K)])

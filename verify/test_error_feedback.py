@@ -11,11 +11,15 @@ from the extra draws here).
 from hypothesis import given
 from hypothesis import strategies as st
 
+from verify.identities import IdInstance, drift_bridge
 from verify.profiles import examples
 from verify.properties import FAMILIES, Instance, drift_falls_with_beta, t2_bound
 from verify.strategies import check, instances, log_uniform
 
 DRIFT = "T2 data-dependent: measured drift inserted into theory.error_feedback.bound"
+BRIDGE = ("reported relative Frobenius drift rho_n (DriftMeter) vs T2's spectral drift delta_n "
+          "(SpectralDrift): delta_n <= rho_n U_n/eta <= (1+eps1) sqrt(R) rho_n and rho_n <= "
+          "sqrt(R) eta delta_n/U_n; record = max delta_n/((1+eps1) sqrt(R) rho_n)")
 MECH = ("EF drift (1/(K eta)) sum ||u_{k-1}-u_{k-2}||_2 strictly decreasing along "
         "beta = 0, 0.5, 0.9, 0.97 (noisy gradients); record = max consecutive ratio")
 
@@ -34,3 +38,13 @@ def test_drift_falls_as_beta_grows(family, m, n, eta, sigma, seed):
     inst = Instance(family=family, m=m, n=n, eta=eta, tau=1, sigma=sigma, K=120, seeds=2,
                     problem_seed=seed)
     check(drift_falls_with_beta(inst), MECH)
+
+
+@examples(12)
+@given(inst=st.builds(IdInstance, family=st.sampled_from(FAMILIES), m=st.integers(1, 6),
+                      n=st.integers(1, 6), beta=st.sampled_from([0.0, 0.5, 0.9, 0.95]),
+                      lr=log_uniform(-2.5, -1), tau=st.integers(1, 2), ef=st.booleans(),
+                      nesterov=st.booleans(), sigma=st.sampled_from([0.0, 0.3]),
+                      steps=st.integers(4, 30), problem_seed=st.integers(0, 2**16)))
+def test_reported_drift_vs_t2_drift(inst):
+    check(drift_bridge(inst), BRIDGE)

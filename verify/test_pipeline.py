@@ -2,8 +2,10 @@
 delay model and the bounds of the theorems.
 
 Two launches, started the way ``torchrun`` starts its workers (``verify/pipeline_worker.py``):
-2 ranks (2BW with and without EF, PipeDream, and the mutant of property 8 — 2BW with every
-forward on the newest weights instead of the scheduled version) and 4 ranks (PipeDream, 2BW
+2 ranks (2BW with and without EF, PipeDream, the separable sign problem whose per-stage orbits
+theory.muon_cycle predicts exactly, and the mutants of property 8 — 2BW with every forward on
+the newest weights instead of the scheduled version, and 2BW + EF with stage 0 alone one
+version off) and 4 ranks (PipeDream, 2BW
 with EF). See ``verify.properties.pipeline_check``.
 """
 
@@ -27,23 +29,46 @@ pytestmark = pytest.mark.multiprocess
 
 DESC_MODEL = ("pipeline executor realises the delay model: gradient applied as update u on "
               "stage s equals grad_s f(x_u) (relative deviation <= 1e-9)")
+DESC_EF = ("executor stages realise the EF recursion x(u+1) - x(u) + 2u(u) - u(u-1) = 0 (plain "
+           "x(u+1) - x(u) + u(u) = 0 without EF or delay), u = lr NS(momentum recomputed from "
+           "the applied gradients); residual / lr <= 1e-9")
+DESC_ORBIT = ("executor on the separable sign problem: every stage follows theory.muon_cycle's "
+              "exact trajectory for its own delay (|dx|/eta <= 1e-9)")
 DESC_BOUND = ("pipeline executor: average ||grad f(x_t)||_dagger over the applied window <= "
               "T1 (2BW), T2 worst case (2BW + EF), T4 (PipeDream)")
 
 S2 = ((3, 2), (2, 4))
 S4 = ((3, 2), (2, 3), (2, 2), (3, 3))
+ONE2, ONE4 = ((1, 1),) * 2, ((1, 1),) * 4
 MUTANT = "2bw-none-wrong-version"
+#: pipeline mutant -> its scenarios (measurement problem: P6.model; sign problem: P6.orbit)
+PIPELINE_MUTANTS = {
+    "pipeline_wrong_weight_version": (MUTANT, "2bw-sign-wrong-version"),
+    "pipeline_stage_version_off_by_one": ("2bw-off-by-one", "2bw-sign-off-by-one"),
+}
 LAUNCHES = {
     "p2": {"P": 2, "scenarios": [
         pipeline_scenario("2bw-none", "2bw", "none", shapes=S2, problem_seed=11),
         pipeline_scenario("2bw-ef", "2bw", "ef", shapes=S2, problem_seed=12),
         pipeline_scenario("pipedream-none", "pipedream", "none", shapes=S2, problem_seed=13),
+        pipeline_scenario("2bw-sign-ef", "2bw", "ef", shapes=ONE2, problem="sign", beta=0.5,
+                          steps=40),
+        pipeline_scenario("pipedream-sign", "pipedream", "none", shapes=ONE2, problem="sign",
+                          beta=0.9, steps=40),
         pipeline_scenario(MUTANT, "2bw", "none", shapes=S2, problem_seed=11, steps=8,
-                          mutant="wrong_version")]},
+                          mutant="wrong_version"),
+        pipeline_scenario("2bw-sign-wrong-version", "2bw", "none", shapes=ONE2,
+                          problem="sign", beta=0.5, steps=24, mutant="wrong_version"),
+        pipeline_scenario("2bw-off-by-one", "2bw", "ef", shapes=S2, problem_seed=12, steps=8,
+                          mutant="off_by_one"),
+        pipeline_scenario("2bw-sign-off-by-one", "2bw", "ef", shapes=ONE2, problem="sign",
+                          beta=0.5, steps=24, mutant="off_by_one")]},
     "p4": {"P": 4, "scenarios": [
         pipeline_scenario("pipedream-none", "pipedream", "none", shapes=S4, m=4,
                           problem_seed=21),
-        pipeline_scenario("2bw-ef", "2bw", "ef", shapes=S4, m=4, problem_seed=22)]},
+        pipeline_scenario("2bw-ef", "2bw", "ef", shapes=S4, m=4, problem_seed=22),
+        pipeline_scenario("pipedream-sign-ef", "pipedream", "ef", shapes=ONE4, m=4,
+                          problem="sign", beta=0.9, steps=40)]},
 }
 
 
@@ -85,13 +110,20 @@ def test_executor_satisfies_delay_model_and_bound(runs, launch_name, scenario):
         r.params = {**r.params, "ranks": LAUNCHES[launch_name]["P"]}
     check([r for r in recs if r.prop == "P6.model"], DESC_MODEL)
     check([r for r in recs if r.prop == "P6.bound"], DESC_BOUND)
+    check([r for r in recs if r.prop == "P6.ef"], DESC_EF)
+    check([r for r in recs if r.prop == "P6.orbit"], DESC_ORBIT)
 
 
-def test_wrong_weight_version_mutant_is_caught(runs):
-    sc = next(s for s in LAUNCHES["p2"]["scenarios"] if s["name"] == MUTANT)
-    recs = pipeline_check(sc, runs["p2"])
-    bad = [r for r in recs if not r.passed]
-    msg = (f"{len(bad)}/{len(recs)} checks failed, e.g. {bad[0].prop}: measured="
-           f"{bad[0].measured:.6g} bound={bad[0].bound:.6g}") if bad else "all checks passed"
-    REPORT.mutant("pipeline_wrong_weight_version", "P6", bool(bad), msg)
-    assert bad, f"the wrong-weight-version pipeline mutant survived property 6: {msg}"
+@pytest.mark.parametrize("mutant", sorted(PIPELINE_MUTANTS))
+def test_pipeline_mutant_is_caught(runs, mutant):
+    from verify.test_mutants import assert_caught_twice
+
+    for name in PIPELINE_MUTANTS[mutant]:
+        sc = next(s for s in LAUNCHES["p2"]["scenarios"] if s["name"] == name)
+        recs = pipeline_check(sc, runs["p2"])
+        for prop in sorted({r.prop for r in recs}):
+            bad = [r for r in recs if r.prop == prop and not r.passed]
+            msg = (f"{name}: {prop} measured={bad[0].measured:.6g} bound={bad[0].bound:.6g}"
+                   if bad else f"{name}: {prop} passed")
+            REPORT.mutant(mutant, prop, bool(bad), msg)
+    assert_caught_twice(mutant)

@@ -101,7 +101,11 @@ def test_tau0_is_kovalev_form_and_below_kovalev():
         ours = T1.bound(D, L, rho, sig, eta, a, K, 0, E0=rho * sig)
         kov = T1.kovalev_bound(D, L, rho, sig, eta, a, K)
         assert ours <= kov
-        assert kov - ours == pytest.approx(2 * rho * sig / K + 3 * L * eta, rel=1e-9)
+        # the gap: 2 rho sigma/K + 3 L eta, plus 2(sqrt(a) - sqrt(a/(2-a))) rho sigma (M13's
+        # exact fixed point)
+        noise_gap = 2 * (np.sqrt(a) - np.sqrt(a / (2 - a))) * rho * sig
+        assert kov - ours == pytest.approx(2 * rho * sig / K + 3 * L * eta + noise_gap,
+                                           rel=1e-9)
 
 
 def test_delay_costs_two_tau_L_eta():
@@ -153,16 +157,26 @@ def test_complexity_reaches_epsilon(nesterov):
             assert b <= epsilon * (1 + 1e-12)
 
 
-def test_complexity_leading_term_is_kovalevs():
+def test_complexity_leading_term_is_half_kovalevs():
+    # M13's exact fixed point alpha sigma^2/(2 - alpha): 1024 instead of Kovalev's 2048
     D, Lv, rv, sv = 1.0, 1.0, 1.0, 1.0
     for epsilon in (1e-2, 1e-3):
         K = T1.complexity(epsilon, D, Lv, rv, sv, 0, E0=0.0)["K"]
-        lead = 2048 * Lv * D * rv**2 * sv**2 / epsilon**4
-        assert K == pytest.approx(lead + 16 * Lv * D * 0.5 / epsilon**2, rel=1e-6)
+        lead = 1024 * Lv * D * rv**2 * sv**2 / epsilon**4
+        assert K == pytest.approx(lead + 16 * Lv * D * 1.5 / epsilon**2, rel=1e-6)
         Kt = T1.complexity(epsilon, D, Lv, rv, sv, 5, E0=0.0)["K"]
         assert (Kt - K) == pytest.approx(16 * Lv * D * 2 * 5 / epsilon**2, rel=1e-3)
-    assert sp.simplify(T1.alpha0_expr().subs({eps1: 0, eps2: 0})
-                       - eps_sym**2 / (64 * rho**2 * sigma**2)) == 0
+    a0 = eps_sym**2 / (64 * rho**2 * sigma**2)
+    assert sp.simplify(T1.alpha0_expr().subs({eps1: 0, eps2: 0}) - 2 * a0 / (1 + a0)) == 0
+
+
+def test_noise_term_is_the_exact_fixed_point():
+    # the heavy-ball noise factor sqrt(alpha/(2-alpha)) is below sqrt(alpha), ~ sqrt(alpha/2)
+    for a in (1e-4, 1e-2, 0.5, 1.0):
+        nu = float(sp.sqrt(sp.Float(a) / (2 - sp.Float(a))))
+        assert nu <= np.sqrt(a) + 1e-15
+    assert float(sp.sqrt(sp.Float(1e-6) / (2 - sp.Float(1e-6)))) / np.sqrt(1e-6) == \
+        pytest.approx(1 / np.sqrt(2), rel=1e-5)
 
 
 def _sign_descent_exact(tau: int, steps: int) -> list[Fraction]:

@@ -41,6 +41,8 @@ def test_every_step_verified(res: Result):
         assert s.kind in KINDS
         if s.kind in ("assumption", "cited"):
             assert st in ("assumed", "cited")
+        elif s.kind == "definition":
+            assert st == "defined", (res.name, s.name)
         else:
             assert st == VERIFIED, (res.name, s.name)
     assert set(res.assumptions) <= set(ASSUMPTIONS) | {"quadratic f = h x^2/2"}
@@ -163,6 +165,29 @@ def test_main_returns_one_on_a_failure(monkeypatch, capsys):
     monkeypatch.setattr(cli, "all_results", lambda: [bad])
     assert cli.main(["--quiet"]) == 1
     assert "FAILED steps" in capsys.readouterr().out
+
+
+def test_definitions_are_not_counted_as_verified():
+    t1 = delayed_lmo.result(False)
+    assert _by_name(t1, "O1").check() == "defined"
+    assert _by_name(error_feedback.result(False), "V7").check() == "defined"
+    t4 = variable_delay.result(False)
+    assert _by_name(t4, "W4b").check() == "defined"
+    # a definition that contradicts its model fails
+    o1 = _by_name(t1, "O1")
+    assert _fresh(o1, relation=eq(o1.relation.lhs, o1.relation.rhs + 1)).check() == FAILED
+    # W6 is now a checked inequality; W13 states tau_eff = 1 for 2BW, not an empty derivative
+    assert _by_name(t4, "W6 ").kind == "inequality" and _by_name(t4, "W6 ").check() == VERIFIED
+    assert _by_name(t4, "W13 ").relation.has(sp.Symbol("P", positive=True, integer=True))
+
+
+def test_m13_uses_the_exact_fixed_point():
+    m13 = _by_name(delayed_lmo.result(False), "M13")
+    V = m13.relation.lhs.func
+    assert sp.simplify(m13.relation.rhs - alpha * sigma**2 / (2 - alpha)) == 0
+    # anything strictly below the fixed point cannot be proved by the induction
+    below = _fresh(m13, relation=le(V(k), alpha * sigma**2 / (2 - alpha) * sp.Rational(99, 100)))
+    assert below.check() == FAILED
 
 
 def test_module_results_cover_the_issue():

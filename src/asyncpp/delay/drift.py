@@ -1,4 +1,4 @@
-r"""Update norm and drift of a whole model's update sequence — the quantity of theorem T2.
+r"""Update norm and drift of a whole model's update sequence, and how it relates to theorem T2.
 
 The *n-th update* :math:`u^{(n)}` of a run concatenates the n-th update applied to every
 parameter group of every stage. Stages may apply their n-th update at different wall-clock
@@ -7,13 +7,32 @@ not by time — which is also why the single-process simulation and the multi-pr
 which apply the same update sequence, measure the same statistic. Per update
 
 .. math::
-    U_n = \|u^{(n)}\|,\qquad D_n = \|u^{(n)} - u^{(n-1)}\|\ \ (u^{(-1)} = 0),\qquad
+    U_n = \|u^{(n)}\|_F,\qquad D_n = \|u^{(n)} - u^{(n-1)}\|_F\ \ (u^{(-1)} = 0),\qquad
     \rho_n = D_n / U_n,
 
-and the run's drift is :math:`\bar\rho = \frac{1}{N-1}\sum_{n=1}^{N-1} \rho_n` (``n = 0`` has
-no predecessor and is left out); its second-half version averages over :math:`n \ge N/2`.
-:math:`\bar\rho` is drift/r of theorem T2 (``theory/error_feedback.py``): Error Feedback beats
-no correction at T2's virtual point iff the drift is below r, i.e. :math:`\bar\rho < 1`.
+and the run's *relative Frobenius drift* is :math:`\bar\rho = \frac{1}{N-1}\sum_{n=1}^{N-1}
+\rho_n` (``n = 0`` has no predecessor and is left out); its second-half version averages over
+:math:`n \ge N/2`.
+
+**ρ̄ is not T2's drift.** Theorem T2 (``theory/error_feedback.py``) bounds the EF run through
+:math:`\mathrm{drift} = \frac1K\sum_k \|u_{k-1} - u_{k-2}\|/\eta` in the *spectral* norm (per
+matrix: Muon's norm is :math:`\max_i \|X_i\|_2/\eta_i` over the matrices i). For one update,
+with :math:`\delta_n = \max_i \|\Delta_{n,i}\|_2/\eta_i`, :math:`\Delta_n = u^{(n)} - u^{(n-1)}`,
+and R = Σ_i rank of the matrices (Muon's updates have spectral norm ≤ η_i(1+ε₁)):
+
+.. math::
+    \delta_n \le \frac{D_n}{\min_i\eta_i} = \rho_n\frac{U_n}{\min_i\eta_i}
+    \le (1+\epsilon_1)\sqrt{R}\,\max_i\frac{\eta_i}{\min_j\eta_j}\;\rho_n ,
+    \qquad
+    \rho_n \le \frac{\sqrt{R}\,\max_i\eta_i}{U_n}\,\delta_n .
+
+So ρ̄ can *understate* the spectral drift by up to a factor √R (e.g. a rank-one change of a
+Muon update), and "EF beats no correction iff ρ̄ < 1" is **not** a consequence of T2: T2's
+comparisons are stated for the spectral drift (at the iterates, the common point of the two
+runs: EF's bound is below T1's iff C·drift < r(C − 1), i.e. drift < r/2 for the exact LMO;
+step X6 of T2). :class:`SpectralDrift` measures δ̄ = mean δ_n itself, per matrix, from the
+delay core's ``last_applied`` updates; ``verify/test_error_feedback.py`` checks both
+inequalities above on production Muon runs.
 
 The per-group norms come from :class:`~asyncpp.delay.DelayedOptimizer` built with
 ``track_updates=True``; a :class:`DriftMeter` drains them (:meth:`DelayedOptimizer.pop_stats`)
@@ -126,3 +145,62 @@ class DriftMeter:
         self.fifos = [deque(tuple(p) for p in q) for q in state["fifos"]]
         for key in ("updates", "sum_rho", "n_rho", "sum_rho_late", "n_rho_late"):
             setattr(self, key, state[key])
+
+
+class SpectralDrift:
+    r"""T2's drift in its own norm: :math:`\delta_n = \max_i \|u^{(n)}_i - u^{(n-1)}_i\|_2/\eta_i`
+    over the matrices i of the observed :class:`DelayedOptimizer` (parameters with fewer than
+    two dimensions are skipped; 3-D stacks count per leading index), and its running mean
+    :math:`ar\delta` over n ≥ 1 (``u^{(-1)} = 0``: n = 0 has no predecessor and is left out,
+    as in :class:`DriftMeter`).
+
+    Call :meth:`observe` after every ``step()`` of a ``track_updates=True`` optimizer that
+    applied exactly one update per group (it reads ``last_applied``); it keeps one copy of the
+    previous update (opt-in: the trainer's :class:`DriftMeter` does not). ``lrs`` gives η_i per
+    parameter group (Muon's shape-adjusted lr if it differs per matrix: pass a callable
+    ``(group_index, param) -> η``)."""
+
+    def __init__(self, lrs) -> None:
+        self.lrs = lrs
+        self.prev: list | None = None
+        self.values: list[float] = []
+
+    def _lr(self, g: int, p) -> float:
+        if callable(self.lrs):
+            return float(self.lrs(g, p))
+        if isinstance(self.lrs, (int, float)):
+            return float(self.lrs)
+        return float(self.lrs[g])
+
+    def observe(self, dopt: DelayedOptimizer) -> float | None:
+        """Read the update just applied; returns δ_n (None for the first update)."""
+        import torch
+
+        if not dopt.track_updates:
+            raise ValueError("SpectralDrift needs a DelayedOptimizer built with "
+                             "track_updates=True")
+        cur = []
+        for g, group in enumerate(dopt.param_groups):
+            ups = dopt.last_applied[g] or [None] * len(group["params"])
+            for p, u in zip(group["params"], ups):
+                if u is None or u.ndim < 2 or id(p) in dopt.stats_exclude:
+                    continue
+                cur.append((g, p, u.detach().clone()))
+        first = self.prev is None
+        out = None
+        if not first:
+            prev = {id(p): u for _, p, u in self.prev}
+            worst = 0.0
+            for g, p, u in cur:
+                d = u - prev.get(id(p), torch.zeros_like(u))
+                mats = d.reshape(-1, d.shape[-2], d.shape[-1]).double()
+                worst = max(worst, float(torch.linalg.matrix_norm(mats, ord=2).max())
+                            / self._lr(g, p))
+            out = worst
+            self.values.append(worst)
+        self.prev = cur
+        return out
+
+    def mean(self) -> float | None:
+        """δ̄ over the observed updates n ≥ 1."""
+        return sum(self.values) / len(self.values) if self.values else None
