@@ -141,7 +141,8 @@ def _steps(nesterov: bool) -> list[Step]:
         le(sp.Symbol(r"\|y-z\|"), tau * eta * r),
         r"production semantics: $y_k = x_{k+\tau}$, $z_k = y_{\max(k-\tau,0)}$ (the $\tau$ idle "
         r"start steps repeat $x_0$); $y_k - z_k$ is $\eta$ times a sum of at most $\tau$ "
-        "directions",
+        "directions; pinned to the production code by the exact identity I3 of verify/ (the "
+        "applied step is the optimizer's step on the gradient at the stated stale weights)",
         refs=("BAND",)))
     d, desc = descent_steps()
     steps += d

@@ -122,7 +122,8 @@ def _steps(nesterov: bool) -> list[Step]:
     steps: list[Step] = [
         Step("MODEL per-block delays", "assumption", le(tau_min, taus(s)),
              r"production: block $s$ is idle for $t < \tau_s$, then consumes $\nabla_s f$ at "
-             r"$x_{t-\tau_s}$; $\tau_{\min} \le \tau_s \le \tau_{\max}$", refs=("BAND",)),
+             r"$x_{t-\tau_s}$; $\tau_{\min} \le \tau_s \le \tau_{\max}$ (pinned to the "
+             r"multi-process executor by P6.model and P6.orbit of verify/)", refs=("BAND",)),
         Step(r"MODEL' $\tau_s \le \tau_{\max}$", "assumption", le(taus(s), tau_max)),
         Step("W0 product norm", "cited", eq(sp.Symbol(r"\|x\|"), sp.Symbol(r"\max_s\|x_s\|")),
              "the LMO of the max-norm ball is blockwise (Muon per matrix); one step moves every "

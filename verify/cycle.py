@@ -83,8 +83,14 @@ def cycle_orbit(inst: CycleInstance, system: System = PRODUCTION) -> list[Record
     extra = {"period": c.period, "locked_at": c.locked_at, "margin": c.margin,
              "amplitude_theory": amp_th, "mean_abs_theory": float(c.mean_abs)}
     if not inst.ef and inst.tau >= 1:
+        b = float(Fraction(inst.beta))
         extra["amplitude_harmonic_balance"] = muon_cycle.harmonic_balance_amplitude(
-            float(Fraction(inst.beta)), inst.tau, inst.nesterov)
+            b, inst.tau, inst.nesterov)
+        if not inst.nesterov:
+            # measured mean |grad f| over whole periods against T1's bound as K -> inf
+            # (exact LMO, sigma = 0): L eta (1/2 + 2((1-a)/a + tau)); how much of the lag and
+            # delay terms the cycle attains (reported, not asserted: it falls like sqrt(1-beta))
+            extra["t1_limit_ratio"] = float(c.mean_abs) / (0.5 + 2 * (b / (1 - b) + inst.tau))
     amp_dev = abs(amp_prod - amp_th)
     return [Record("P9.cycle.orbit", "upper", dev, TOL, dev <= TOL, params=inst.params(),
                    extra=extra),
