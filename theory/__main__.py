@@ -23,6 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     failed = []
     totals: dict[str, int] = {}
     unchecked: dict[str, set] = {}
+    definitions: dict[str, set] = {}
     for res in all_results():
         res.check()
         if not args.quiet:
@@ -35,6 +36,9 @@ def main(argv: list[str] | None = None) -> int:
             totals[status] = totals.get(status, 0) + 1
             if status == FAILED:
                 failed.append(f"{res.name}: {st.name}")
+            if st.kind == "definition":
+                definitions.setdefault(re.sub(r"^(block: )?\S+ ", "", st.name),
+                                       set()).add(res.name)
             if st.kind in UNCHECKED:
                 what = re.sub(r"^(block: )?\S+ ", "", st.name)
                 unchecked.setdefault(f"{st.kind}: {what}", set()).add(res.name)
@@ -44,6 +48,9 @@ def main(argv: list[str] | None = None) -> int:
     print("steps taken on trust (assumption / cited), by result:")
     for key in sorted(unchecked):
         print(f"  {key}  [{', '.join(sorted(unchecked[key]))}]")
+    print("definitions (consistent with their model, not counted as verified):")
+    for key in sorted(definitions):
+        print(f"  {key}  [{', '.join(sorted(definitions[key]))}]")
     summary = ", ".join(f"{v} {k}" for k, v in sorted(totals.items()))
     print(f"TOTAL: {summary}  ({time.perf_counter() - start:.1f} s)")
     if failed:
