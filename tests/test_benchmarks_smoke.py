@@ -78,3 +78,15 @@ def test_gpu_dry_run(bench):
     r = run_gpu.main(["--dry-run", "--device", "cpu", "--out", str(out)])
     assert not r["errors"], r["errors"]
     assert json.loads(out.read_text())["sections"]["backend"]["backend"] == "gloo"
+    # The trainer-vs-bare-loop section ran through asyncpp-train's own loop.
+    cli = r["sections"]["train_cli_tiny"]
+    assert cli["steady_tokens_per_s"] > 0 and cli["ratio_vs_bare_loop"] > 0
+
+
+@pytest.mark.multiprocess
+def test_async_cli(bench):
+    import bench_async_cli
+
+    r = bench_async_cli.main(["--model", "tiny", "--steps", "3", "--rounds", "1", "--batch", "4",
+                              "--cases", "1f1b", "2bw", "--no-save"])
+    assert r["2bw_over_1f1b"] > 0 and set(r["median"]) == {"1f1b", "2bw"}

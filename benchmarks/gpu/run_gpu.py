@@ -14,8 +14,11 @@ Sections (each one isolated: a failure is recorded in the JSON and the run goes 
 4. ``backend``: the backend ``asyncpp.pipeline.init_distributed`` picks (NCCL expected on CUDA),
    checked with a 1-rank process group and one all-reduce.
 5. ``train``: tokens/s and MFU of smollm-135m and smollm-360m (forward + backward + Muon step,
-   bf16 autocast, ``torch.compile``); model flops per token 6N + 12·L·d·T (attention scores),
-   MFU against both the H200's dense bf16 spec (989 TFLOP/s) and the measured matmul peak.
+   bf16 autocast, ``torch.compile`` of the model *and the loss*); model flops per token
+   6N + 12·L·d·T (attention scores), MFU against both the H200's dense bf16 spec
+   (989 TFLOP/s) and the measured matmul peak.
+6. ``train_cli``: ``asyncpp-train``'s loop in process (2BW simulated, Muon + EF, compile) on the
+   first model's shape, and its steady tokens/s ÷ the bare loop's (target ≥ 0.95).
 """
 
 from __future__ import annotations
@@ -171,15 +174,19 @@ def bench_train(dev, a, model_name: str, peak: float | None) -> dict:
     n_params = model.num_params()
     opt = build_optimizer("muon", list(model.named_parameters()), lr=0.02, adamw_lr=0.006,
                           ns_dtype="bfloat16" if dev.type == "cuda" else "float32")
-    fwd = torch.compile(model) if a.compile else model
     B, T = a.batch, a.seq_len
     x = torch.randint(0, mc.vocab_size, (B, T), device=dev)
     y = torch.randint(0, mc.vocab_size, (B, T), device=dev)
 
-    def step():
+    def loss_of(x, y):
         with torch.autocast(dev.type, dtype=torch.bfloat16):
-            logits = fwd(x)
-        loss = lm_loss(logits, y)
+            return lm_loss(model(x), y)
+
+    # The loss inside the compiled graph (one graph from tokens to the scalar loss).
+    loss_fn = torch.compile(loss_of) if a.compile else loss_of
+
+    def step():
+        loss = loss_fn(x, y)
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
@@ -200,6 +207,49 @@ def bench_train(dev, a, model_name: str, peak: float | None) -> dict:
         out["mfu_vs_measured_matmul_peak"] = achieved / peak
     if dev.type == "cuda":
         out["peak_memory_gib"] = torch.cuda.max_memory_allocated(dev) / 2**30
+    return out
+
+
+def bench_train_cli(dev, a, model_name: str, bare: dict | None) -> dict:
+    """``asyncpp-train``'s own loop in this process — PipeDream-2BW simulated (P = 2, m = 2),
+    Muon + EF, bf16, compile, global clipping, metrics every 10 steps — on the shape of
+    ``bench_train``'s bare loop (random tokens from a shard file, so no tokenizer is trained),
+    and the ratio of its ``steady_tokens_per_s`` to the bare loop's tokens/s."""
+    import tempfile
+
+    import numpy as np
+
+    from asyncpp.models import get_model_config
+    from asyncpp.train.config import from_dict, validate
+    from asyncpp.train.run import train
+
+    mc = get_model_config(model_name)
+    B, T = a.batch, a.seq_len
+    steps = max(a.warmup, 2) + max(a.iters, 2) * 2
+    with tempfile.TemporaryDirectory() as tmp:
+        rng = np.random.default_rng(0)
+        tokens = rng.integers(0, mc.vocab_size, size=(steps + 4) * B * (T + 1) + 1)
+        (Path(tmp) / "train.bin").write_bytes(tokens.astype(np.uint32).tobytes())
+        cfg = from_dict({
+            "run": {"name": "train_cli", "dir": str(Path(tmp) / "run"), "device": str(dev),
+                    "precision": "bf16" if dev.type == "cuda" else "fp32",
+                    "compile": bool(a.compile)},
+            "model": {"name": model_name},
+            "data": {"source": "shards", "path": str(Path(tmp) / "train.bin"),
+                     "shard_dtype": "uint32", "seq_len": T, "val_fraction": 0.0},
+            "train": {"steps": steps, "batch_size": B, "eval_every": 0, "log_every": 10},
+            "optimizer": {"name": "muon", "lr": 0.02, "adamw_lr": 0.006},
+            "delay": {"correction": "ef"},
+            "pipeline": {"schedule": "2bw", "stages": 2, "microbatches": 2, "simulate": True},
+            "log": {"progress": False, "tensorboard": "off", "plot": False}})
+        validate(cfg)
+        res = train(cfg)
+        out = {"model": model_name, "steps": steps, "batch": B, "seq_len": T,
+               "compile": bool(a.compile), "steady_tokens_per_s": res.steady_tokens_per_s,
+               "tokens_per_s_wall": res.tokens_per_s, "first_step_s": res.first_step_s,
+               "mfu": res.mfu}
+    if bare and bare.get("tokens_per_s") and res.steady_tokens_per_s:
+        out["ratio_vs_bare_loop"] = res.steady_tokens_per_s / bare["tokens_per_s"]
     return out
 
 
@@ -248,6 +298,13 @@ def main(argv=None) -> dict:
     section("backend", lambda: bench_backend(dev))
     for m in a.models:
         section(f"train_{m}", lambda m=m: bench_train(dev, a, m, peak))
+        gc.collect()
+        if dev.type == "cuda":
+            torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats(dev)
+    for m in a.models[:1]:  # the trainer against the bare loop on the same shape
+        section(f"train_cli_{m}",
+                lambda m=m: bench_train_cli(dev, a, m, res["sections"].get(f"train_{m}")))
         gc.collect()
         if dev.type == "cuda":
             torch.cuda.empty_cache()
