@@ -1,4 +1,4 @@
-"""The numbers quoted in the experiment verdicts are the numbers the result files give.
+"""The numbers quoted in the experiment verdicts and the README are those the result files give.
 
 ``experiments/README.md`` writes every result it quotes as ``<!--n:KEY-->VALUE<!--/n-->``;
 ``experiments/report.py``'s ``number(KEY)`` computes it from ``experiments/results*/``. The book
@@ -52,6 +52,14 @@ def test_every_marked_number_is_current(report):
     assert not stale, ("numbers in experiments/README.md differ from report.py "
                        "(run `python experiments/report.py --fill-readme`):\n"
                        + "\n".join(f"  {k}: typed {t!r}, computed {c!r}" for k, t, c in stale))
+
+
+def test_readme_glance_table_is_current(report):
+    """The README's results-at-a-glance table is report.py's table, with current numbers."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert report.glance_table("small") in text, "README.md's glance table is not report.py's"
+    stale = report.stale_numbers(text)
+    assert not stale, f"stale numbers in README.md: {stale}"
 
 
 def test_verdicts_quote_no_unmarked_result(report):

@@ -72,7 +72,7 @@ def tail_split(tokens: np.ndarray, val_fraction: float) -> tuple[np.ndarray, np.
 def load_data(cfg, model_vocab_size: int) -> DataBundle:
     """Prepare the data described by ``cfg`` (the ``[data]`` config section) for a model with
     ``model_vocab_size`` embedding rows. Raises ``ValueError`` with a fix for any bad input.
-    Tokenizers and token arrays are cached under :func:`~asyncpp.data.cache.cache_dir`."""
+    Tokenizers and token arrays are cached under :func:`~asyncpp.data.cache_dir`."""
     if cfg.source not in SOURCES:
         raise ValueError(f"data.source={cfg.source!r} is unknown; choose one of {SOURCES}")
     if cfg.source == "shards":

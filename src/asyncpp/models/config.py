@@ -64,7 +64,7 @@ class ModelConfig:
     # -- derived ------------------------------------------------------------------------------
     @property
     def head_dim(self) -> int:
-        """Width of one attention head: ``dim // n_heads``."""
+        """The width of one attention head, ``dim // n_heads``."""
         return self.dim // self.n_heads
 
     @property
