@@ -278,6 +278,10 @@ def common_checks(topo, results, m):
         kind = "tied" if name.endswith("tied") else "mlp"
         key, out = check(topo, f"P{P}_{name}", *args, correction=corr, kind=kind)
         results[key] = out
+    # EF(γ) with γ ∉ {0, 1}: the executor carries γ through the shared delay core.
+    key, out = check(topo, f"P{P}_2bw_muon_ef_gamma", mlp_layers, "2bw", "muon", MUON, m, mse,
+                     correction="ef", ef_gamma=0.7)
+    results[key] = out
 
 
 def torch_pipelining_check(topo, results, m):

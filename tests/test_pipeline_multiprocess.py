@@ -68,6 +68,7 @@ def assert_exact(results, check, steps=10):
 
 
 @pytest.mark.parametrize("check", ["P2_2bw_muon_ef", "P2_2bw_adamw", "P4_2bw_muon_ef",
+                                   "P2_2bw_muon_ef_gamma", "P4_2bw_muon_ef_gamma",
                                    "P4_2bw_adamw", "P2_2bw_adamw_taylor_sync_clip",
                                    "P2_2bw_adamw_tied", "P4_2bw_adamw_tied"])
 def test_1_2bw_equals_delayed_optimizer(main_run, check):

@@ -355,3 +355,33 @@ def test_track_updates_logs_the_applied_updates_without_changing_them(tmp_path, 
     expect = (sum(rhos) + 2 * rec[T]["drift_ratio"]) / (T - 1)
     assert summary["drift_ratio_mean"] == pytest.approx(expect, rel=1e-4)
     assert 0.0 < summary["drift_ratio_mean_second_half"] < 3.0
+
+
+def test_ef_gamma_from_the_configuration_reaches_every_stage():
+    """``--delay.ef_gamma``: a number, or auto (T3's γ*(β, τ) per stage, β = Muon's momentum);
+    γ ≠ 1 without EF is refused before anything runs."""
+    import torch
+
+    from asyncpp.delay.ef_gamma import optimal_ef_gamma
+    from asyncpp.train.components import build_stage_optimizer
+    from asyncpp.train.config import ConfigError
+
+    def cfg(**delay):
+        c = from_dict({"model": {"name": "tiny"}, "optimizer": {"name": "muon", "momentum": 0.9},
+                       "pipeline": {"schedule": "2bw", "stages": 2, "microbatches": 2},
+                       "delay": {"correction": "ef", **delay}})
+        validate(c)
+        return c
+
+    lin = torch.nn.Linear(4, 4)
+    named = list(lin.named_parameters())
+    d = build_stage_optimizer(cfg(ef_gamma="0.7"), named, 0, torch.device("cpu"))
+    assert set(d.ef_gammas) == {0.7}
+    d = build_stage_optimizer(cfg(ef_gamma="auto"), named, 1, torch.device("cpu"))
+    assert d.ef_gammas[0] == pytest.approx(optimal_ef_gamma(0.9, 1)) \
+        == pytest.approx(2 * 0.9 / (2 - 0.9) ** 2)
+    assert set(build_stage_optimizer(cfg(), named, 0, torch.device("cpu")).ef_gammas) == {1.0}
+    with pytest.raises(ConfigError, match="ef_gamma"):
+        cfg(ef_gamma="-0.5")
+    with pytest.raises(ConfigError, match="applies to --delay.correction ef"):
+        cfg(ef_gamma="0.5", correction="none")

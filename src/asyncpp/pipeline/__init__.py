@@ -47,13 +47,17 @@ Using the executor from a training loop (run under ``torchrun --nproc-per-node=d
                           loss_fn=lambda logits, y: torch.nn.functional.cross_entropy(
                               logits.flatten(0, -2), y.flatten()),
                           max_grad_norm=1.0, timeout=300, config=train_config_as_dict)
-    # 4. Steps: each batch is (inputs, targets) split into m microbatches along dim 0; the
-    #    first stage reads inputs, the last targets (other ranks may pass None). A call of N
-    #    batches runs N optimizer steps pipelined back to back (2BW: no flush between them);
-    #    losses (mean over microbatches and DP replicas) come back on every rank.
-    for chunk in chunks_of(loader, log_every):
-        for g in opt.param_groups: g["lr"] = lr_at(ex.next_step)   # schedule per call
-        losses = ex.train_steps(chunk)
+    # 4. Steps, streamed: the executor pulls each step's (inputs, targets) from the iterator
+    #    when its stage first needs it (the first stage reads inputs, the last targets; others
+    #    may yield (None, None)), and yields a StepOutput as this stage completes each step —
+    #    2BW and PipeDream never drain between steps. The loss (last stage) and squared
+    #    gradient norm are device tensors: fetch them when you log, not every step.
+    for out in ex.run_steps(loader, num_steps=T):   # drains once, at the end
+        ...                                         # out.step, out.loss, out.grad_sq
+    #    (ex.train_steps(list_of_batches) runs a few steps and returns their losses on every
+    #    rank: one drain and one host synchronisation per call.)
+    #    Learning rate: before_update=lambda a: set_lr(lr_at(a)) in the constructor is called
+    #    with each update's simulated step a(u) right before it is applied.
     val = ex.evaluate(val_batches)           # forward only, on the newest weights
     # 5. Checkpoints: one file per rank; holds every live weight version (2BW: 2), the
     #    DelayedOptimizer state (optimizer state, EF memory, step counter) and next_step.
@@ -62,8 +66,9 @@ Using the executor from a training loop (run under ``torchrun --nproc-per-node=d
 
 Weights: ``stage.parameters()`` are the newest version (2BW: the single-process
 simulation's weights after ``DelayedOptimizer.flush()``); ``ex.weights()`` is the version the
-next step reads (the simulation's weights before that flush). Learning-rate changes take
-effect for the updates of the next ``train_steps`` call.
+next step reads (the simulation's weights before that flush). Which schedule has which facts
+(asynchronous, delays, minimum microbatches, sync windows, tied weights) is
+:data:`SPECS` (:mod:`asyncpp.pipeline.registry`, importable without torch).
 
 Failure handling: every wait has ``timeout``; a dead or silent peer raises
 :class:`PipelineError` (a clear message naming the rank and the message it waited for), the

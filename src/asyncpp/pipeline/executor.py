@@ -11,24 +11,42 @@ first moves to a copy of its storage and the old storage stays with the version;
 update runs in place. So 2BW keeps 2 copies of the weights, PipeDream stage s keeps P − s, and
 GPipe/1F1B keep 1.
 
+**Streaming.** :meth:`PipelineExecutor.run_steps` runs the stage's actions from the lazy
+generator :func:`~asyncpp.pipeline.schedules.stage_actions` over a stream of batches and yields
+a :class:`StepOutput` as each step completes; the pipeline drains only at the end of the call
+(the caller ends calls where the semantics need a quiet pipeline: evaluation, checkpoint,
+stop, end of run) or where 2BW's synchronous start/cooldown makes the delay 0.
+:meth:`end_after` moves the end of a running call earlier (a stop). Weight versions are freed
+by liveness at run time: a version lives while the next forward, an in-flight backward or a
+queued Taylor update reads it.
+
 **Updates.** Every stage wraps its optimizer in a ``DelayedOptimizer`` and applies each
 accumulated gradient g (computed on version v) with
 ``DelayedOptimizer.apply_stale(delay, stale_params=x_v)`` — the same code the single-process
 simulation runs, so Error Feedback :math:`x_{t+1} = x_t - 2u(t-1) + u(t-2)` and the Taylor
 correction :math:`\hat g = g + \lambda g\odot g\odot(x_t - x_v)` are literally shared. Before
 it, the gradient is averaged over the stage's data-parallel group, summed with its tied copy
-(first ↔ last stage) and clipped by the global norm over all stages if ``max_grad_norm`` is set.
-In 2BW the update for step t is issued as soon as the stage's last backward of step t is done:
-:math:`x_{t+2} = x_{t+1} - U(g_t;\,x_{t+1})` needs nothing else; a step where the delay
-schedule says 0 (synchronous start/cooldown) is applied with delay 0 and the pipeline drains
-after it, exactly as ``DelayedOptimizer.step`` does at a switch.
+(first ↔ last stage) and clipped by the global norm over all stages if ``max_grad_norm`` is set
+(``clip_scope="stage"``: by the stage's own). The tied-weight sum and the norm's scalar
+all-reduce are *asynchronous*: they are started when the stage's last backward of the step is
+done, and the update is applied once they have completed — at the latest right before the
+first forward that reads the version it produces (2BW: the forwards of step t + 2). So in
+steady state no stage waits for another at an update; without deferral, the last stage would
+wait every step for the first stage to finish that step's backward (a bubble of P − 1
+backward slots). A step where the delay schedule says 0 (synchronous start/cooldown) is
+applied with delay 0 and the pipeline drains after it, exactly as ``DelayedOptimizer.step``
+does at a switch. The deferral changes no number: the streamed run equals the per-step-drain
+run bit for bit (tested).
 
 **Communication.** Sends are non-blocking and complete in the background; receives are waited
-with the executor's ``timeout``. Consecutive send/receive actions are posted together (one
-``batch_isend_irecv`` on NCCL), in the same deterministic order on both peers. The first
-activation message of each call carries a small header (dtype, shape); later microbatches of
-the call reuse it. A peer that is dead or silent for ``timeout`` seconds raises
-:class:`PipelineError` on this rank, which exits and so ends its own peers' waits in turn.
+with the executor's ``timeout``. Consecutive send/receive actions are posted together with one
+``batch_isend_irecv`` — on gloo (CPU) as on NCCL (GPU), so the CPU tests run the code path
+multi-GPU users run — in the same deterministic order on both peers. The first activation
+message of each call carries a small header (dtype, shape); later microbatches of the call
+reuse it. A peer that is dead or silent for ``timeout`` seconds raises :class:`PipelineError`
+on this rank, which exits and so ends its own peers' waits in turn. On NCCL the
+data-parallel and tied-weight reductions read a has-gradient mask back to the host (one
+synchronisation per update when dp > 1 or weights are tied); nothing else does.
 """
 
 from __future__ import annotations

@@ -98,7 +98,9 @@ def build_stage_optimizer(cfg: Config, named_params, stage: int,
         groups = [{"params": g["params"], "use_muon": g["use_muon"]} for g in opt.param_groups]
         opt = DistributedMuon(groups, process_group=dp_group, **hp)
     d = cfg.delay
+    gamma = d.ef_gamma if d.ef_gamma == "auto" else float(d.ef_gamma)
     return DelayedOptimizer(opt, delay=cfg.stage_delays()[stage], correction=d.correction,
+                            **({"ef_gamma": gamma} if d.correction == "ef" else {}),
                             taylor_lambda=d.taylor_lambda, sync_start=d.sync_start,
                             sync_cooldown=d.sync_cooldown, total_steps=cfg.train.steps,
                             formulation=d.formulation, track_updates=d.track_updates)

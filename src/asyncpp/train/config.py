@@ -151,6 +151,10 @@ class OptimizerSection:
 @dataclass(frozen=True)
 class DelaySection:
     correction: str = opt("none", "none, ef (error feedback) or taylor", choices=CORRECTIONS)
+    ef_gamma: str = opt("1", "EF(gamma): x(t+1) = x(t) - (1+g)u(t) + g u(t-1); a number g >= 0 "
+                        "(1 = the paper's EF, 0 = none, tau = tau-scaled) or auto: T3's "
+                        "g*(beta, tau) per stage (beta = momentum, or beta1 for Adam-type "
+                        "optimizers, a heuristic there)")
     taylor_lambda: float = opt(0.1, "lambda of the Taylor (DC-ASGD) correction", lo=0.0)
     sync_start: int = opt(0, "first N steps synchronous", lo=0)
     sync_cooldown: int = opt(0, "last N steps synchronous", lo=0)
@@ -249,11 +253,17 @@ def _type_name(tp) -> str:
     return {int: "an integer", float: "a number", bool: "true or false", str: "a string"}[tp]
 
 
+NUMBER_OR_WORD = {"delay.ef_gamma"}
+"""String fields that also take a TOML number (kept as its text)."""
+
+
 def _coerce(key: str, value, tp):
     """Check a TOML value against the field type (ints are accepted for floats)."""
     base, optional = _base_type(tp)
     if value is None and optional:
         return None
+    if key in NUMBER_OR_WORD and isinstance(value, (int, float)) and not isinstance(value, bool):
+        value = repr(float(value))
     ok = (isinstance(value, bool) if base is bool else
           isinstance(value, int) and not isinstance(value, bool) if base is int else
           isinstance(value, (int, float)) and not isinstance(value, bool) if base is float else
@@ -469,6 +479,18 @@ def validate(cfg: Config, world_size: int | None = None) -> None:
     if o.shard == "on" and o.name != "muon":
         raise ConfigError(f"optimizer.shard='on' shards Muon only, not {o.name!r}; use "
                           "--optimizer.shard auto")
+    if dl.ef_gamma != "auto":
+        try:
+            g = float(dl.ef_gamma)
+        except ValueError:
+            g = float("nan")
+        if not (math.isfinite(g) and g >= 0):
+            raise ConfigError(f"delay.ef_gamma={dl.ef_gamma!r} must be a number >= 0 or auto")
+        if g != 1 and dl.correction != "ef":
+            raise ConfigError(f"delay.ef_gamma={dl.ef_gamma} applies to --delay.correction ef, "
+                              f"not {dl.correction!r}; set the correction or leave ef_gamma at 1")
+    elif dl.correction != "ef":
+        raise ConfigError("delay.ef_gamma=auto applies to --delay.correction ef; set it")
     if dl.correction == "taylor" and dl.formulation != "gradient":
         raise ConfigError("delay.correction='taylor' modifies the stale gradient and needs "
                           "delay.formulation='gradient'")
