@@ -252,7 +252,7 @@ def test_lazy_actions_with_an_end_moved_earlier_equal_the_fixed_end(name, P, m, 
         new_end = max(seen, default=0) + 1 + (cut // (len(full) + 1)) % 2
         new_end = min(max(new_end, 1), T)
         end = {"value": T}
-        gen = stage_actions(name, P, m, s, 0, lambda: end["value"], sync_steps)
+        gen = stage_actions(name, P, m, s, 0, lambda end=end: end["value"], sync_steps)
         got = [next(gen) for _ in range(k)]
         end["value"] = new_end
         got += list(gen)
