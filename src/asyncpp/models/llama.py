@@ -12,7 +12,7 @@ grouped-query attention through ``F.scaled_dot_product_attention`` and RoPE in t
 "rotate-half" convention of HF ``LlamaForCausalLM`` (so export needs no weight permutation).
 Every block is a function of the hidden state alone (the RoPE tables are recomputed in each
 attention call — :math:`O(Td)` work, negligible next to the matmuls), so the model is a plain
-composition of modules (:meth:`Transformer.pipeline_layers`).
+composition of modules (:meth:`~asyncpp.models.Transformer.pipeline_layers`).
 
 Pipeline splitting is a module-dict operation: ``layers`` is an ``nn.ModuleDict`` keyed by the
 *global* layer index, and ``tok_embeddings`` / ``norm`` / ``output`` may be ``None``. A stage
