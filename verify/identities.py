@@ -19,11 +19,12 @@ g_t = ∇f(x_t) + ξ_t the gradient fed at step t, τ the delay *the core report
 
 Properties:
 
-* ``I1.ef_recursion`` — x_{t+1} − x_t + 2u_t − u_{t−1} = 0 (EF; u_{τ−1} = 0), or
+* ``I1.ef_recursion`` — x_{t+1} − x_t + 2u_t − u_{t−1} = 0 (EF; u_{τ−1} = 0; EF(γ):
+  x_{t+1} − x_t + (1+γ)u_t − γu_{t−1} = 0), or
   x_{t+1} − x_t + u_t = 0 (no EF), with u_t = η·NS(v_t) recomputed from the optimizer's own
   momentum buffer (``state["momentum_buffer"]``): T2's step "MODEL EF recursion" on the
   production code.
-* ``I2.virtual`` — w_{t+1} − w_t + u_t = 0 for w_t = x_t + (EF memory before step t)
+* ``I2.virtual`` — w_{t+1} − w_t + u_t = 0 for w_t = x_t + γ·(EF memory before step t)
   (``DelayedOptimizer.prev_update``): T2's step V1, and that the EF memory is u_{t−1}.
 * ``I3.delay_model`` — the same recursion with u_t recomputed from scratch: the gradient
   recomputed at the *stated* stale weights x_{t−τ} (τ as reported), the momentum recursion
@@ -84,6 +85,7 @@ class IdInstance:
     sigma: float = 0.3
     steps: int = 12
     problem_seed: int = 0
+    gamma: float = 1.0      # EF(γ): x(t+1) = x(t) − (1+γ)u(t) + γu(t−1); 1 = the paper's EF
 
     def params(self) -> dict:
         return asdict(self)
@@ -108,7 +110,8 @@ def record_muon(inst: IdInstance, system: System = PRODUCTION) -> Recording:
     X = torch.nn.Parameter(prob.x0.clone().to(DTYPE))
     opt = system.muon([X], lr=inst.lr, beta=inst.beta, ns_dtype="float64",
                       nesterov=inst.nesterov)
-    dopt = system.delayed(opt, inst.tau, "ef" if inst.ef else "none")
+    kw = {} if inst.gamma == 1.0 else {"ef_gamma": inst.gamma}
+    dopt = system.delayed(opt, inst.tau, "ef" if inst.ef else "none", **kw)
     gen = torch.Generator().manual_seed(1000 + inst.problem_seed)
     rec = Recording([], [], [], [], [], [], prob)
     for t in range(inst.steps):
@@ -182,7 +185,9 @@ def ef_identities(inst: IdInstance, system: System = PRODUCTION) -> list[Record]
             if t not in us:
                 r = float(dx.abs().max())
             elif inst.ef:
-                r = float((dx + 2 * us[t] - (prev_u if prev_u is not None else 0)).abs().max())
+                gam = inst.gamma
+                r = float((dx + (1 + gam) * us[t]
+                           - gam * (prev_u if prev_u is not None else 0)).abs().max())
             else:
                 r = float((dx + us[t]).abs().max())
             if not math.isfinite(r):
@@ -201,8 +206,10 @@ def ef_identities(inst: IdInstance, system: System = PRODUCTION) -> list[Record]
     if inst.ef:
         worst = 0.0
         for t in range(inst.steps):
-            w_t = rec.xs[t] + (rec.prev[t - 1] if t >= 1 and rec.prev[t - 1] is not None else 0)
-            w_n = rec.xs[t + 1] + (rec.prev[t] if rec.prev[t] is not None else 0)
+            gam = inst.gamma
+            w_t = rec.xs[t] + gam * (rec.prev[t - 1] if t >= 1 and rec.prev[t - 1] is not None
+                                     else 0)
+            w_n = rec.xs[t + 1] + gam * (rec.prev[t] if rec.prev[t] is not None else 0)
             u = u_ref.get(t)
             r = w_n - w_t + (u if u is not None else 0)
             worst = max(worst, float(r.abs().max()))

@@ -47,7 +47,7 @@ def _check(recs):
 
 
 @st.composite
-def id_instances(draw, ef=None, nesterov=None, sigma=True):
+def id_instances(draw, ef=None, nesterov=None, sigma=True, gamma=False):
     return IdInstance(
         family=draw(st.sampled_from(FAMILIES)), m=draw(st.integers(1, 6)),
         n=draw(st.integers(1, 6)), beta=draw(betas), lr=draw(log_uniform(-3, -0.7)),
@@ -55,14 +55,17 @@ def id_instances(draw, ef=None, nesterov=None, sigma=True):
         ef=draw(st.booleans()) if ef is None else ef,
         nesterov=draw(st.booleans()) if nesterov is None else nesterov,
         sigma=draw(st.one_of(st.just(0.0), log_uniform(-1.3, 0.3))) if sigma else 0.0,
-        steps=draw(st.integers(4, 30)), problem_seed=draw(st.integers(0, 2**16)))
+        steps=draw(st.integers(4, 30)), problem_seed=draw(st.integers(0, 2**16)),
+        gamma=draw(st.sampled_from([1.0, 1.0, 0.0, 0.5, 2.0, 3.0])) if gamma else 1.0)
 
 
 @examples(25)
-@given(inst=id_instances())
+@given(inst=id_instances(gamma=True))
 def test_exact_identities_on_production_muon(inst):
     if inst.ef and inst.tau == 0:
         inst = IdInstance(**{**inst.params(), "tau": 1})
+    if not inst.ef:  # EF(γ) is a parameter of the EF correction only
+        inst = IdInstance(**{**inst.params(), "gamma": 1.0})
     _check(ef_identities(inst))
 
 

@@ -147,6 +147,29 @@ def assert_caught_twice(mutant: str) -> None:
         f"needs >= 2 properties, >= 1 theory-side: {REPORT.mutants[mutant]}")
 
 
+def test_ef_gamma_mutant_is_caught_twice():
+    """The EF(γ) mutant (``verify.mutants.EF_GAMMA_MUTANT``, identical to production at γ = 1)
+    against the EF(γ) identities and T3's EF(γ) critical step (P5 over γ)."""
+    from verify.mutants import EF_GAMMA_MUTANT
+
+    name = EF_GAMMA_MUTANT.name
+    insts = [IdInstance(family="quadratic", m=3, n=2, beta=0.9, tau=t, ef=True, sigma=0.3,
+                        gamma=g) for t, g in ((1, 0.5), (2, 2.0))]
+    for prop, run_it in (
+            ("I1-I3", lambda s: [r for i in insts for r in ef_identities(i, s)]),
+            ("P5", lambda s: [r for tau, g in ((1, 0.5), (2, 2.0))
+                              for r in stability_check([(0.5, 2.0)], tau, True, s, gamma=g)])):
+        for system, control in ((PRODUCTION, True), (EF_GAMMA_MUTANT, False)):
+            recs = run_it(system)
+            bad = [r for r in recs if not r.passed]
+            if control:
+                assert not bad, f"control: production fails {prop} over EF(gamma): {bad[0]}"
+            else:
+                REPORT.mutant(name, prop, bool(bad),
+                              f"{len(bad)}/{len(recs)} checks failed" if bad else "passed")
+    assert_caught_twice(name)
+
+
 @pytest.mark.parametrize("mutant", sorted(MUTANTS))
 def test_mutant_is_caught(mutant):
     system = MUTANTS[mutant]
