@@ -170,6 +170,21 @@ def test_make_run_target(doc, cmd, tmp_path, compare_runs):
     assert (tmp_path / "demo" / "metrics.jsonl").is_file()
 
 
+def test_make_compare_from_a_fresh_clone(tmp_path):
+    """``make compare`` in a fresh clone of the committed repository (sharing this checkout's
+    environment: ``VENV`` and an up-to-date ``STAMP`` stand in for ``make setup``)."""
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "--quiet", str(ROOT), str(clone)], check=True,
+                   capture_output=True)
+    stamp = tmp_path / "stamp"
+    stamp.touch()
+    runs = tmp_path / "runs"
+    _run(f'make compare VENV={VENV_BIN.parent} STAMP={stamp} RUNS={runs} COMPARE_ARGS="{CHEAP}"',
+         clone, timeout=1200)
+    assert (runs / "compare.png").stat().st_size > 0
+    assert not (clone / "runs").exists() and not (clone / "loss.png").exists()
+
+
 @pytest.mark.parametrize("doc,cmd", _ids("plot"))
 def test_plot_command_on_the_compare_runs(doc, cmd, compare_runs, tmp_path):
     """The plotting example uses exactly the runs ``make compare`` makes."""
