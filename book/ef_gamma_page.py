@@ -117,4 +117,25 @@ def figure():
     return fig
 
 
-__all__ = ["BETAS", "TAUS", "figure", "limits_md", "table_md", "table_rows"]
+def stability_edge_md() -> str:
+    """The stability-edge experiment's tables (``experiments/stability_edge/results.json``,
+    formatted by ``experiments/stability_edge.py --report``), or a note that it has not run."""
+    import importlib.util
+    import json
+
+    import asyncpp_book as ab
+
+    root = ab.repo_root()
+    path = root / "experiments" / "stability_edge" / "results.json"
+    if not path.exists():
+        return ab.not_yet("the stability-edge experiment",
+                          "python experiments/stability_edge.py")
+    spec = importlib.util.spec_from_file_location(
+        "stability_edge", root / "experiments" / "stability_edge.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.report(json.loads(path.read_text()))
+
+
+__all__ = ["BETAS", "TAUS", "figure", "limits_md", "stability_edge_md", "table_md",
+           "table_rows"]

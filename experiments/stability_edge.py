@@ -46,6 +46,8 @@ BATCH, SEQ = 8, 32
 BISECT = 3
 MODES = ("sync", "async", "ef", "ef_gamma_star")
 START = {"sgd": 0.05, "adamw": 1e-3, "muon": 0.01}
+#: the search gives up above this lr and reports the cell as "no edge found below MAX_LR"
+MAX_LR = {"sgd": 1e3, "adamw": 10.0, "muon": 100.0}
 
 
 def tokens() -> np.ndarray:
@@ -136,8 +138,10 @@ def edge(name: str, mode: str, beta: float, data, log) -> dict:
         hi = lr * 2
         while ok(hi):
             lo, hi = hi, hi * 2
-            if hi > 1e6:
-                break
+            if hi > MAX_LR[name]:
+                return {"opt": name, "mode": mode, "beta": beta, "lr_edge": lo,
+                        "lr_first_fail": None, "resolution": None, "runs": len(runs),
+                        "monotone": all(r["trained"] for r in runs), "no_edge_below": lo}
     else:
         hi = lr
         lo = lr / 2
@@ -175,11 +179,48 @@ def write_json(path: Path, obj) -> None:
     os.replace(tmp, path)
 
 
+RATIOS = (("async", "sync"), ("ef", "sync"), ("ef_gamma_star", "sync"), ("ef", "async"),
+          ("ef_gamma_star", "ef"))
+
+
+def report(results: dict) -> str:
+    """Markdown: the measured edges per cell, and measured against predicted ratios."""
+    cells = results.get("cells", {})
+    lines = ["| optimizer | β | " + " | ".join(MODES) + " | runs | monotone |",
+             "| --- | --: | " + " | ".join("--:" for _ in MODES) + " | --: | :-: |"]
+    keys = sorted({tuple(k.split("/")[:2]) for k in cells})
+    for name, b in keys:
+        row = [cells.get(f"{name}/{b}/{m}") for m in MODES]
+        lines.append(f"| {name} | {b} | " + " | ".join(
+            ("—" if not c else f"≥ {c['lr_edge']:.3g} (no edge)" if c.get("no_edge_below")
+             else f"{c['lr_edge']:.3g}") for c in row) + " | "
+            + str(sum(c["runs"] for c in row if c)) + " | "
+            + ("yes" if all(c["monotone"] for c in row if c) else "**no**") + " |")
+    lines += ["", "| optimizer | β | " + " | ".join(f"{a}/{b}" for a, b in RATIOS) + " |",
+              "| --- | --: | " + " | ".join("--:" for _ in RATIOS) + " |"]
+    for name, b in keys:
+        pred = results["predictions"].get(b, {}).get("ratios", {})
+        vals = []
+        for a, d in RATIOS:
+            ca, cd = cells.get(f"{name}/{b}/{a}"), cells.get(f"{name}/{b}/{d}")
+            meas = ("—" if not (ca and cd) else "n/a (no edge)"
+                    if ca.get("no_edge_below") or cd.get("no_edge_below")
+                    else f"{ca['lr_edge'] / cd['lr_edge']:.3g}")
+            vals.append(f"{meas} (T3 {pred.get(f'{a}/{d}', float('nan')):.3g})")
+        lines.append(f"| {name} | {b} | " + " | ".join(vals) + " |")
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--report", action="store_true",
+                    help="print the Markdown tables of results.json and exit")
     ap.add_argument("--out", default=str(HERE))
     args = ap.parse_args(argv)
+    if args.report:
+        print(report(json.loads((Path(args.out) / "results.json").read_text())))
+        return 0
     torch.set_num_threads(1)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -203,14 +244,16 @@ def main(argv=None) -> int:
               f"trained={r['trained']} final={r['final']:.4g} ({r['seconds']:.1f}s)",
               flush=True)
 
-    for beta in betas:
-        for name in opts:
-            for mode in MODES:
-                key = f"{name}/{beta}/{mode}"
-                if key in results["cells"]:
-                    continue
-                results["cells"][key] = edge(name, mode, beta, data, log)
-                write_json(res_path, results)
+    # SGD and AdamW at both β first, Muon last (its edge, if any, is the costliest to find)
+    order = [(b, n) for n in opts if n != "muon" for b in betas] + \
+        [(b, "muon") for b in betas if "muon" in opts]
+    for beta, name in order:
+        for mode in MODES:
+            key = f"{name}/{beta}/{mode}"
+            if key in results["cells"]:
+                continue
+            results["cells"][key] = edge(name, mode, beta, data, log)
+            write_json(res_path, results)
     return 0
 
 
