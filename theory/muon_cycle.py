@@ -82,10 +82,13 @@ says.
 **Matrices.** For a diagonal (or any fixed-singular-vector) quadratic and the *exact* polar
 factor, Muon's step is diag(sign(v_i)): the coordinates decouple into independent 1-D cycles
 of the amplitude above, each independent of its curvature h_i. The production Newton–Schulz
-is an inexact polar factor (singular values φ(σ_i/‖v‖_F) ∈ [1−ε₂-ish, 1+ε₁]), so the step
-length per coordinate varies with the other coordinates' momentum and the lattice structure
-is lost; the amplitude scale (τ + ℓ + ½)·η·(step length) carries over, the exact orbit does
-not.
+is an inexact polar factor: a diagonal input stays diagonal, but coordinate i moves by
+lr·φ(|v_i|/‖v‖_F) (inside BAND's [0, 1+ε₁]·lr), which depends on the other coordinates, so the
+lattice and the exact orbit are lost. What carries over is the band-level statement that
+``verify/``'s ``P9.diagonal`` checks on production Muon (h = 1, 3, 10): every coordinate
+cycles with amplitude/lr in [A₁/2, (1+ε₁)(A₁ + 1)], A₁ the certified 1-D amplitude, and
+(measured) within a few tenths of A₁ whatever h_i. Non-commuting (non-diagonal) quadratics are
+not covered.
 """
 
 from __future__ import annotations

@@ -99,3 +99,57 @@ def cycle_orbit(inst: CycleInstance, system: System = PRODUCTION) -> list[Record
 
 
 __all__ = ["CycleInstance", "cycle_orbit", "production_orbit"]
+
+
+@dataclass(frozen=True)
+class DiagonalInstance:
+    beta: str = "1/2"
+    tau: int = 1
+    ef: bool = False
+    hs: tuple = (1.0, 3.0, 10.0)
+    lr: float = 0.01
+    steps: int = 2000
+
+    def params(self) -> dict:
+        return {**asdict(self), "hs": list(self.hs)}
+
+
+def diagonal_cycle(inst: DiagonalInstance, system: System = PRODUCTION) -> list[Record]:
+    r"""``P9.diagonal``: what carries over to matrices. Production Muon (float64 NS) on the
+    diagonal quadratic f(X) = Σ_i h_i X_ii²/2 + Σ_{i≠j} X_ij²/2 from a diagonal X₀: the
+    iterates stay diagonal (exactly: NS of a diagonal matrix is diagonal), and every diagonal
+    coordinate ends on a cycle whose amplitude does not depend on h_i. With the exact polar
+    factor each coordinate would be the 1-D cycle of :mod:`theory.muon_cycle` (step η = lr);
+    the production NS gives coordinate i the step lr·φ(|v_i|/‖v‖_F), inside the BAND
+    [0, 1+ε₁]·lr, so the check is the band-level statement
+    0.5·A₁ ≤ amplitude_i/lr ≤ (1+ε₁)(A₁ + 1), A₁ the certified 1-D amplitude (units of η) —
+    a loose consistency check, not an equality (stated as such)."""
+    from . import band as bandmod
+
+    n = len(inst.hs)
+    h = torch.tensor(inst.hs, dtype=DTYPE)
+    x0 = torch.tensor([0.3, -0.7, 1.1, 0.5, -0.2][:n], dtype=DTYPE) * 10 * inst.lr
+    X = torch.nn.Parameter(torch.diag(x0))
+    opt = system.muon([X], lr=inst.lr, beta=float(Fraction(inst.beta)), ns_dtype="float64")
+    dopt = system.delayed(opt, inst.tau, "ef" if inst.ef else "none")
+    tail = []
+    for t in range(inst.steps):
+        D = torch.diagonal(X.detach())
+        G = X.detach().clone()
+        G.diagonal().copy_(h * D)
+        X.grad = G
+        dopt.step()
+        if t >= inst.steps // 2:
+            tail.append(torch.diagonal(X.detach()).abs())
+    off = float((X.detach() - torch.diag(torch.diagonal(X.detach()))).abs().max())
+    amp = (torch.stack(tail).max(0).values / inst.lr).tolist()
+    A1 = float(muon_cycle.cycle(Fraction(inst.beta), inst.tau, inst.ef, False).amplitude)
+    eps1, _ = bandmod.band(n, torch.float64)
+    lo, hi = 0.5 * A1, (1 + eps1) * (A1 + 1)
+    ok = off == 0.0 and all(lo <= a <= hi for a in amp)
+    return [Record("P9.diagonal", "upper", max(amp), hi, ok, params=inst.params(),
+                   extra={"amplitudes_over_lr": amp, "amplitude_1d": A1, "lower": lo,
+                          "offdiagonal": off, "eps1": eps1})]
+
+
+__all__ += ["DiagonalInstance", "diagonal_cycle"]

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from theory import muon_cycle
-from verify.cycle import CycleInstance, cycle_orbit
+from verify.cycle import CycleInstance, DiagonalInstance, cycle_orbit, diagonal_cycle
 from verify.profiles import examples
 from verify.strategies import check
 
@@ -63,3 +63,12 @@ def test_ef_nesterov_cycle_is_bounded_in_beta_at_tau1():
     amps = [muon_cycle.cycle(Fraction(b), 1, True, True).amplitude
             for b in ("4/5", "9/10", "19/20", "49/50")]
     assert len(set(amps)) == 1
+
+
+@pytest.mark.parametrize("beta,tau,ef", [("0", 1, False), ("1/2", 2, True), ("9/10", 1, False),
+                                         ("9/10", 2, True)])
+def test_diagonal_matrix_cycles_carry_over_at_band_level(beta, tau, ef):
+    for r in diagonal_cycle(DiagonalInstance(beta=beta, tau=tau, ef=ef)):
+        check(r, "production Muon on a diagonal quadratic (h = 1, 3, 10): stays diagonal, each "
+                 "coordinate's cycle amplitude/lr in [A_1D/2, (1+eps1)(A_1D + 1)], "
+                 "independent of h_i")
