@@ -4,8 +4,8 @@ instances per property (the probes below); production must pass every probe (the
 and every mutant must be rejected by **at least two** properties, **at least one of them
 theory-side** (a bound, lemma, band or orbit of ``theory/`` — not only an exact identity).
 The table of which property catches which mutant is printed at the end of the session
-(``verify/conftest.py``) and stored in the report; the pipeline mutants are probed in
-``verify/test_pipeline.py`` (they need the multi-process executor)."""
+(``verify/conftest.py``) and stored in the report; the two pipeline mutants run in a launch of
+the multi-process executor (``LAUNCHES["pm"]`` of ``verify/test_pipeline.py``)."""
 
 from __future__ import annotations
 
@@ -168,6 +168,34 @@ def test_ef_gamma_mutant_is_caught_twice():
                 REPORT.mutant(name, prop, bool(bad),
                               f"{len(bad)}/{len(recs)} checks failed" if bad else "passed")
     assert_caught_twice(name)
+
+
+@pytest.fixture(scope="module")
+def pipeline_mutant_runs(tmp_path_factory):
+    from verify.test_pipeline import LAUNCHES, launch
+
+    return launch(LAUNCHES["pm"], tmp_path_factory.mktemp("pipeline_mutants"))
+
+
+@pytest.mark.multiprocess
+@pytest.mark.parametrize("mutant", ["pipeline_stage_version_off_by_one",
+                                    "pipeline_wrong_weight_version"])
+def test_pipeline_mutant_is_caught(pipeline_mutant_runs, mutant):
+    """The executor mutants (``verify.mutants.patch_*``), run in the pipeline worker
+    processes: property 6's delay model (P6.model), EF recursion (P6.ef), bound (P6.bound)
+    and per-stage certified orbits (P6.orbit)."""
+    from verify.properties import pipeline_check
+    from verify.test_pipeline import LAUNCHES, PIPELINE_MUTANTS
+
+    for name in PIPELINE_MUTANTS[mutant]:
+        sc = next(s for s in LAUNCHES["pm"]["scenarios"] if s["name"] == name)
+        recs = pipeline_check(sc, pipeline_mutant_runs)
+        for prop in sorted({r.prop for r in recs}):
+            bad = [r for r in recs if r.prop == prop and not r.passed]
+            msg = (f"{name}: {prop} measured={bad[0].measured:.6g} bound={bad[0].bound:.6g}"
+                   if bad else f"{name}: {prop} passed")
+            REPORT.mutant(mutant, prop, bool(bad), msg)
+    assert_caught_twice(mutant)
 
 
 @pytest.mark.parametrize("mutant", sorted(MUTANTS))
