@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import torch
 
@@ -75,3 +76,63 @@ class Prefetcher:
         self.sampler.load_state_dict(state)
         self._state = self.sampler.state_dict()
         self._ahead = None
+
+
+class StepBackend(Protocol):
+    """What :class:`~asyncpp.train.trainer.Trainer` needs from a way of running steps
+    (implemented by :class:`~asyncpp.train.simulation.SimulationBackend` and
+    :class:`~asyncpp.train.pipelined.PipelineBackend`)."""
+
+    is_writer: bool
+    """This process writes the run directory (rank 0)."""
+    world: int
+    """Processes (devices) running the job, for the MFU."""
+    lookahead: int
+    """Steps the first stage runs ahead of a step's completion; decisions (stop) shared across
+    ranks take effect ``lookahead`` steps after they are known (0 in one process)."""
+    device: torch.device
+    has_validation: bool
+    next_step: int
+    meter: object
+
+    def barrier(self) -> None:
+        """Wait for every process (after rank 0 has written the run files)."""
+
+    def setup(self, manifest: dict | None) -> int:
+        """Build model, optimizers and data stream; load ``manifest``'s checkpoint; return the
+        first step to run."""
+
+    def run(self, first: int, num_steps: int) -> Iterator[StepOut]:
+        """Run steps ``first ..`` (up to ``num_steps``), yielding each as it completes; the
+        pipeline is quiet when the iterator ends."""
+
+    def end_after(self, step: int) -> None:
+        """Stop the running :meth:`run` after ``step``."""
+
+    def pending_signal(self) -> int | None:
+        """The signal this process caught, if any."""
+
+    def post(self, outs: list[StepOut], stop: bool):
+        """Start fetching (and, across ranks, summing) the stats of ``outs``; a handle."""
+
+    def collect(self, handle) -> tuple[list[dict], int | None, bool]:
+        """Per-step values (``loss``, ``grad_sq``, optional ``aux``, ``drift``), the signal any
+        rank caught, and whether any rank asked to stop."""
+
+    def delay_of(self, step: int) -> int:
+        """The largest delay of ``step``'s updates."""
+
+    def finish(self) -> None:
+        """Apply what is still pending at the end of the run."""
+
+    def evaluate(self, final: bool) -> float:
+        """Validation loss on the weights the next step reads (``final``: the newest)."""
+
+    def save(self, step: int, config: dict) -> None:
+        """Write the checkpoint of ``step`` (atomically; collective under torchrun)."""
+
+    def summary_fields(self) -> dict:
+        """Extra keys for ``summary.json``."""
+
+    def export(self):
+        """Export the model if configured (path) or ``None``."""

@@ -105,7 +105,8 @@ def _steady_rate(times: list[float], tokens_per_step: int) -> float | None:
 
 
 class Trainer:
-    """Run (or resume) one configuration on one step backend (see the module docstring)."""
+    """Run (or resume) one configuration on one step backend
+    (:class:`~asyncpp.train.steps.StepBackend`; see the module docstring)."""
 
     def __init__(self, cfg: Config, backend, *, hooks: Hooks | None = None,
                  manifest: dict | None = None, data=None) -> None:
@@ -131,6 +132,10 @@ class Trainer:
 
     # -- the loop ------------------------------------------------------------------------------
     def run(self, resume: bool = False) -> RunResult:
+        """Write the run files (rank 0), set the backend up, run segment by segment to the end
+        (or a stop), writing metrics, validating, checkpointing; then the summary and plot.
+        ``resume``: continue the checkpoint given as ``manifest``. Raises
+        :class:`TrainingError` on a non-finite loss or gradient."""
         cfg, be, hooks = self.cfg, self.backend, self.hooks
         if self.writer:
             self._write_run_files(resume)
