@@ -123,8 +123,14 @@ def md_math(text) -> str:
         if i % 2:
             tex = part.strip().replace("\\|", r"\Vert ").replace("|", r"\vert ")
             out.append(f"${tex}$")
-        else:
-            out.append("".join("\\" + ch if ch in _MD_TEXT_SPECIAL else ch for ch in part))
+        else:  # prose: escape, except inside `code` spans
+            pieces = part.split("`")
+            if len(pieces) % 2 == 0:
+                pieces = ["`".join(pieces)]
+            out.append("`".join(
+                piece if j % 2 else "".join("\\" + ch if ch in _MD_TEXT_SPECIAL else ch
+                                            for ch in piece)
+                for j, piece in enumerate(pieces)))
     return "".join(out)
 
 
@@ -176,7 +182,7 @@ def badge(status: str) -> str:
     return f"{{{STATUS_BADGE.get(status, 'bdg-secondary')}}}`{status}`"
 
 
-WIDTH = 50  # visible characters per displayed line (~600 px of MathJax at the book's size)
+WIDTH = 44  # visible characters per displayed line (~560 px of MathJax at the book's size)
 
 
 def tex_width(tex: str) -> float:

@@ -122,7 +122,7 @@ def _virtual_steps() -> list[Step]:
               "production EF on applied steps: $y_{k+1} = y_k - 2u_k + u_{k-1}$, $u_{-1} = 0$, "
               r"$u_k = \eta\,\operatorname{lmo}(v_k)$ (zero for $k < 0$: the idle start); pinned "
               "to production Muon + DelayedOptimizer and to the executor's stages by the exact "
-              "identities I1, I2 and P6.ef of verify/ (residual / step <= 1e-9)")
+              r"identities I1, I2 and P6.ef of verify/ (residual / step $\le 10^{-9}$)")
     v1 = Step("V1 virtual sequence", "identity",
               eq(Y(k + 1) + U(k), (Y(k) + U(k - 1)) - U(k)),
               "$w_k := y_k + u_{k-1}$ gives $w_{k+1} = w_k - u_k$", rewrites=(ef,))
