@@ -342,40 +342,46 @@ def _steps() -> list[Step]:
     s1 = Step("MC1 integrator phase", "identity",
               eq(sp.cos(om) - 1 + sp.I * sp.sin(om),
                  2 * sp.I * sp.sin(om / 2) * (sp.cos(om / 2) + sp.I * sp.sin(om / 2))),
-              "1/(e^{i w} - 1) = e^{-i w/2}/(2i sin(w/2)): the integrator x_{t+1} = x_t - eta s_t "
-              "lags pi/2 + w/2")
+              r"$1/(e^{i\omega} - 1) = e^{-i\omega/2}/(2i\sin(\omega/2))$: the integrator "
+              r"$x_{t+1} = x_t - \eta s_t$ lags $\pi/2 + \omega/2$")
     s2 = Step("MC2 heavy-ball phase", "identity",
               eq(sp.expand_complex(1 - beta * sp.exp(-sp.I * om)),
                  1 - beta * sp.cos(om) + sp.I * beta * sp.sin(om)),
-              "H = (1-b)/(1 - b e^{-i w}): its lag is atan(b sin w/(1 - b cos w))")
-    s3 = Step("MC3 beta = 0: T1's tightness orbit", "identity",
+              r"$H = (1-\beta)/(1 - \beta e^{-i\omega})$: its lag is "
+              r"$\arctan\bigl(\beta\sin\omega/(1 - \beta\cos\omega)\bigr)$")
+    s3 = Step(r"MC3 $\beta = 0$: T1's tightness orbit", "identity",
               eq((tau + sp.Rational(1, 2)) * sp.pi / (2 * tau + 1), sp.pi / 2),
-              "omega* = pi/(2 tau + 1), N = 2 tau + 1, A = (tau + 1/2) eta (delayed_lmo TI3)")
-    s4 = Step("MC4 large-beta balance", "identity",
+              r"$\omega^* = \pi/(2\tau + 1)$, $N = 2\tau + 1$, $A = (\tau + \frac12)\eta$ "
+              "(`delayed_lmo` TI3)")
+    s4 = Step(r"MC4 large-$\beta$ balance", "identity",
               eq((tau * om - c_ / om).subs(om, sp.sqrt(c_ / tau)), 0),
-              "phi ~ pi/2 - w/2 - (1-b)/w for b -> 1: the balance tau w = (1-b)/w gives "
-              "w* = sqrt((1-b)/tau), A ~ (pi/2) sqrt(tau/(1-b)) eta (c = 1 - beta)")
+              r"$\varphi \approx \pi/2 - \omega/2 - (1-\beta)/\omega$ for $\beta \to 1$: the "
+              r"balance $\tau\omega = (1-\beta)/\omega$ gives $\omega^* = \sqrt{(1-\beta)/\tau}$, "
+              r"$A \approx \frac{\pi}{2}\sqrt{\tau/(1-\beta)}\,\eta$ ($c = 1 - \beta$)")
     sn, d_ = sp.symbols("s_omega d_omega", nonnegative=True)
     s5 = Step("MC5 Nesterov lags less", "inequality",
               ge(beta * sn / (1 + beta * d_), 0),
-              "Nesterov's lag is the heavy-ball lag minus atan(b sin w/(1 + b - b cos w)), "
-              "whose argument b s/(1 + b d) (s = sin w >= 0, d = 1 - cos w >= 0) is >= 0",
+              r"Nesterov's lag is the heavy-ball lag minus "
+              r"$\arctan\bigl(\beta\sin\omega/(1 + \beta - \beta\cos\omega)\bigr)$, whose "
+              r"argument $\beta s/(1 + \beta d)$ ($s = \sin\omega \ge 0$, $d = 1 - \cos\omega "
+              r"\ge 0$) is $\ge 0$",
               domain={})
     s6 = Step("MC6 momentum lag is non-negative", "inequality",
               ge(beta * sn / (1 - beta + beta * d_), 0),
-              "b sin w/(1 - b cos w) >= 0 on (0, pi): momentum adds phase lag, so without EF "
-              "the balance frequency falls and the cycle grows with beta")
+              r"$\beta\sin\omega/(1 - \beta\cos\omega) \ge 0$ on $(0, \pi)$: momentum adds "
+              r"phase lag, so without EF the balance frequency falls and the cycle grows with "
+              r"$\beta$")
     s7 = Step("MC7 harmonic balance", "cited",
               eq((tau + sp.Rational(1, 2)) * om + sp.Symbol(r"\varphi_\beta(\omega)"),
                  sp.pi / 2),
               "describing-function (first-harmonic) balance of a relay loop: an approximation; "
-              "the exact cycles are computed and certified by theory.muon_cycle.cycle")
+              "the exact cycles are computed and certified by `muon_cycle.cycle`")
     s8 = Step("MC8 locking certificate", "cited",
               ge(sp.Symbol(r"\min_t|v^*_t|"), sp.Symbol(r"\beta^{t-t_1}|e_{t_1}|")),
-              "e_t = m_t - m*_t satisfies e_t = beta e_{t-1} once x_{t-tau} is periodic "
-              "(linearity of the EMA); if |e| (beta|e| for Nesterov) is below the margin "
-              "min_t |v*_t| at one t_1, sign(v_t) = s*_t for all t >= t_1; checked in exact "
-              "rational arithmetic by theory.muon_cycle.cycle")
+              r"$e_t = m_t - m^*_t$ satisfies $e_t = \beta e_{t-1}$ once $x_{t-\tau}$ is periodic "
+              r"(linearity of the EMA); if $|e|$ ($\beta|e|$ for Nesterov) is below the margin "
+              r"$\min_t |v^*_t|$ at one $t_1$, $\operatorname{sign}(v_t) = s^*_t$ for all "
+              r"$t \ge t_1$; checked in exact rational arithmetic by `muon_cycle.cycle`")
     return [s1, s2, s3, s4, s5, s6, s7, s8]
 
 
@@ -391,8 +397,8 @@ def result() -> Result:
         params=(sp.Symbol("omega^*", positive=True),),
         steps=_steps(),
         assumptions=("quadratic f = h x^2/2",),
-        legend={sp.Symbol("omega^*", positive=True): "root of (tau + 1/2) w + phi_beta(w) "
-                "= pi/2 (harmonic balance)"},
+        legend={sp.Symbol("omega^*", positive=True): r"root of $(\tau + \frac12)\omega + "
+                r"\varphi_\beta(\omega) = \pi/2$ (harmonic balance)"},
         relation="=",
         notes="approximate (harmonic balance); the exact cycle is computed and certified by "
               "theory.muon_cycle.cycle",

@@ -36,17 +36,17 @@ def _steps() -> list[Step]:
     fresh = g + h * (xn - xs)
     t1 = Step("TC1 compensation error", "identity",
               eq(ghat - fresh, (lam * g**2 - h) * (xn - xs)),
-              "quadratic coordinate: grad at x_n = g + h (x_n - x_s), g = h x_s")
+              r"quadratic coordinate: $\nabla f(x_n) = g + h (x_n - x_s)$, $g = h x_s$")
     t2 = Step("TC2 step-size condition", "assumption", le(lam * G2, 2 * h),
-              "lambda g^2 <= 2h (the instance chooses lambda so)")
+              r"$\lambda g^2 \le 2h$ (the instance chooses $\lambda$ so)")
     t3 = Step("TC3 factor at most h (upper)", "inequality", le(lam * G2 - h, h),
               uses=((t2, 1),))
     t4 = Step("TC3b factor at least -h (lower)", "inequality", ge(lam * G2 - h, -h),
-              "lambda g^2 >= 0")
+              r"$\lambda g^2 \ge 0$")
     t5 = Step("TC4 compensated is closer", "cited",
               le(sp.Symbol(r"|\hat g - \nabla f(x_n)|"), sp.Symbol(r"|g - \nabla f(x_n)|")),
-              "|g^ - grad f(x_n)| = |lambda g^2 - h| |Delta| <= h |Delta| = |g - grad f(x_n)| "
-              "by TC1, TC3, TC3b")
+              r"$|\hat g - \nabla f(x_n)| = |\lambda g^2 - h|\,|\Delta| \le h|\Delta| = "
+              r"|g - \nabla f(x_n)|$ by TC1, TC3, TC3b")
     return [t1, t2, t3, t4, t5]
 
 
