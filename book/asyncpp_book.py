@@ -182,7 +182,7 @@ def badge(status: str) -> str:
     return f"{{{STATUS_BADGE.get(status, 'bdg-secondary')}}}`{status}`"
 
 
-WIDTH = 44  # visible characters per displayed line (~560 px of MathJax at the book's size)
+WIDTH = 40  # visible characters per displayed line (~520 px of MathJax at the book's size)
 
 
 def tex_width(tex: str) -> float:

@@ -4,7 +4,7 @@ For a token :math:`x` and router :math:`W_r \in \mathbb R^{E\times D}`:
 
 .. math::
     p = \mathrm{softmax}(W_r x), \qquad
-    \mathcal K = \mathrm{top}_k(p), \qquad
+    \mathcal K = \mathrm{top}_k(p),\\
     y = \sum_{e\in\mathcal K} \frac{p_e}{\sum_{j\in\mathcal K} p_j}\,
         W_2^{(e)}\big(\mathrm{silu}(W_1^{(e)} x)\odot W_3^{(e)} x\big).
 

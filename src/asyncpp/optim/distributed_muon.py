@@ -242,9 +242,9 @@ class DistributedMuon(Muon):
         r"""One step of Muon over all groups, with the Muon matrices sharded:
 
         .. math::
-            \theta^i \leftarrow \mathrm{allgather}_{o(i)}\big(\mathrm{Muon}(\theta^i,
-            \bar g^i, B^i)\big)\ \text{for Muon matrices},\qquad
-            \theta^j \leftarrow \mathrm{AdamW}(\theta^j, \bar g^j)\ \text{locally otherwise}.
+            \theta^i &\leftarrow \mathrm{allgather}_{o(i)}\big(\mathrm{Muon}(\theta^i,
+            \bar g^i, B^i)\big)\ \text{for Muon matrices},\\
+            \theta^j &\leftarrow \mathrm{AdamW}(\theta^j, \bar g^j)\ \text{locally otherwise}.
 
         Collective on the group: one ``all_reduce`` of the has-gradient mask, then the
         all-gather of the updated matrices. Parameters with no gradient (on every rank) are
