@@ -92,10 +92,10 @@ DEPTH_OPT = "muon"
 BASE_BATCH = 16  # train.batch_size of base.toml and small.toml
 BATCHES = (8, BASE_BATCH, 32)
 BATCH_OPT = "adamw"
-SEEDS = {"gpu": (0,), "lr": (0,), "flat": (0,), "7": (0,), "1": (0, 1, 2), "3": (0, 1, 2),
-         "2": (0, 1), "4": (0,), "5": (0, 1)}
+SEEDS = {"gpu135": (0,), "gpu": (0, 1), "lr": (0,), "flat": (0,), "7": (0,), "1": (0, 1, 2),
+         "3": (0, 1, 2), "2": (0, 1), "4": (0,), "5": (0, 1)}
 # Run after every table's SEEDS (more seeds where time allows).
-EXTRA_SEEDS = {"7": (1,), "2": (2,), "4": (1, 2), "5": (2,)}
+EXTRA_SEEDS = {"7": (1,), "2": (2,), "4": (1, 2), "5": (2,), "gpu": (2, 3, 4)}
 TABLE_ORDER = ("lr", "1", "3", "2", "4", "5", "7")
 MITIGATIONS = _mitigations(STEPS)
 BASE, DEEP = "base.toml", "deep.toml"
@@ -114,7 +114,17 @@ TIERS = {
                   LR_GRID={"adamw": (1e-3, 3e-3, 1e-2), "muon": (0.005, 0.01, 0.02, 0.05),
                            "soap": (1e-3, 3e-3, 1e-2, 3e-2), "adan": (1e-3, 3e-3, 1e-2),
                            "lion": (1e-4, 3e-4, 1e-3), "mars": (1e-3, 3e-3, 1e-2)}),
+    # The `gpu` tier (experiments/README.md, "GPU protocol"; experiments/gpu/run.sh): the shape
+    # and run length of configs/gpu.toml chosen by experiments/gpu/plan.py for the debdocs
+    # corpus; Table 1's cells plus EF(gamma*) (table "gpu"). lrs-gpu.toml: the small tier's lr*.
+    "gpu": dict(STEPS=500, BASE="gpu.toml", DEEP="deep.toml", TABLE_ORDER=("gpu",),
+                RESULTS=HERE / "results-gpu", LRS_FILE=CONFIGS / "lrs-gpu.toml",
+                LR_GRID={"adamw": (1e-3, 3e-3, 1e-2), "muon": (0.005, 0.01, 0.02),
+                         "soap": (3e-3, 1e-2, 3e-2)}),
 }
+GPU_OPTIMIZERS = ("muon", "adamw", "soap")
+# Table 1's modes and EF(gamma*) (the theory-tuned EF: --delay.ef_gamma auto).
+GPU_MODES = {**MODES, "efg": {**MODES["ef"], "delay.ef_gamma": "auto"}}
 
 
 def set_tier(name: str) -> None:
@@ -145,7 +155,8 @@ def _cell(name, opt, overrides, base=None):
 
 
 def table_cells(table: str) -> list[Cell]:
-    """The cells of one table, in run order (table ids: lr, 1, 2, 3, 4, 5, 7, flat, gpu)."""
+    """The cells of one table, in run order (table ids: lr, 1, 2, 3, 4, 5, 7, flat, gpu,
+    gpu135)."""
     if table == "lr":
         return [_cell(f"lr-{o}-{lr:g}", o, {**MODES["sync"], "optimizer.lr": repr(lr)})
                 for o in OPTIMIZERS for lr in LR_GRID[o]]
@@ -199,6 +210,8 @@ def table_cells(table: str) -> list[Cell]:
         return [_cell(f"{o}-sync-long", o, {**MODES["sync"], "train.steps": str(2 * STEPS)})
                 for o in ("adamw", "muon")]
     if table == "gpu":
+        return [_cell(f"{o}-{m}", o, GPU_MODES[m]) for o in GPU_OPTIMIZERS for m in GPU_MODES]
+    if table == "gpu135":  # the earlier 135M runbook's cells (4.3 epochs of the KJV: retired)
         lr = {"adamw": {"optimizer.lr": "0.002"},
               "muon": {"optimizer.lr": "0.02", "optimizer.adamw_lr": "0.002"}}
         return [_cell(f"gpu135-{o}-{m}", o, {**MODES[m], **lr[o]}, "gpu135.toml")
@@ -339,16 +352,20 @@ def _train_and_record(cell: Cell, seed: int, results: Path, run_dir: Path,
     env["PYTHONPATH"] = src + os.pathsep + env.get("PYTHONPATH", "")
     t0 = time.time()
     load0 = os.getloadavg()[0]
-    proc = subprocess.run([sys.executable, "-m", "asyncpp.train.cli", *args], env=env,
-                          capture_output=True, text=True)
+    if IN_PROCESS:
+        returncode, stderr = _train_in_process(cfg)
+    else:
+        proc = subprocess.run([sys.executable, "-m", "asyncpp.train.cli", *args], env=env,
+                              capture_output=True, text=True)
+        returncode, stderr = proc.returncode, proc.stderr
     wall = time.time() - t0
     status, error = "ok", None
-    if proc.returncode != 0:
-        if "non-finite" not in proc.stderr:
+    if returncode != 0:
+        if "non-finite" not in stderr:
             raise RuntimeError(f"{cell.name}-seed{seed}: asyncpp-train failed with exit "
-                               f"{proc.returncode}:\n{proc.stderr[-3000:]}")
+                               f"{returncode}:\n{stderr[-3000:]}")
         status = "diverged"
-        error = next((ln for ln in proc.stderr.splitlines() if "non-finite" in ln), None)
+        error = next((ln for ln in stderr.splitlines() if "non-finite" in ln), None)
     records = []
     mfile = run_dir / "metrics.jsonl"
     if mfile.is_file():
@@ -360,6 +377,8 @@ def _train_and_record(cell: Cell, seed: int, results: Path, run_dir: Path,
         final = {"val_loss": summary["final_val_loss"],
                  "train_loss": summary["final_train_loss"],
                  "tokens_per_s": summary["tokens_per_s"]}
+        final.update({k: summary[k] for k in ("steady_tokens_per_s", "first_step_s", "mfu")
+                      if summary.get(k) is not None})
     else:
         final = {"val_loss": None, "train_loss": None}
     curves = {"step": [r["step"] for r in records],
@@ -385,6 +404,36 @@ def _train_and_record(cell: Cell, seed: int, results: Path, run_dir: Path,
     }
     write_json_atomic(result_path(results, cell.name, seed), record)
     return record
+
+
+# In process (--in-process, the GPU runbook): runs follow each other in this interpreter, so
+# torch is imported and the model compiled once per worker, not once per run.
+IN_PROCESS = False
+
+
+def _train_in_process(cfg) -> tuple[int, str]:
+    """Train ``cfg`` here (what ``asyncpp-train`` runs); (0, "") or (1, the error) for a
+    non-finite stop. Compiled graphs are kept between runs (same shapes, same code)."""
+    import gc
+
+    import torch
+
+    from asyncpp.train.components import TrainingError
+    from asyncpp.train.run import train
+
+    with contextlib.suppress(AttributeError):  # torch versions name the limit differently
+        torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 64)
+    with contextlib.suppress(AttributeError):
+        torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
+    try:
+        train(cfg)
+        return 0, ""
+    except TrainingError as e:
+        return 1, str(e)
+    finally:
+        gc.collect()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
 
 
 def write_json_atomic(path: Path, obj) -> None:
@@ -515,10 +564,19 @@ def main(argv=None) -> int:
     ap.add_argument("--list", action="store_true", help="list cells and their state, run nothing")
     ap.add_argument("--validate-only", action="store_true",
                     help="resolve and validate every planned config (no tensors), run nothing")
+    ap.add_argument("--in-process", action="store_true",
+                    help="train in this process, one run after another (the GPU runbook)")
+    ap.add_argument("--deadline", type=float, default=0.0,
+                    help="Unix time: start no run that would end after it (estimate: the "
+                    "median wall time of this results folder's runs, else --run-estimate-s)")
+    ap.add_argument("--run-estimate-s", type=float, default=0.0,
+                    help="expected seconds of one run before any has finished (--deadline)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="extra override for every run (e.g. train.steps=2; smoke tests only)")
     args = ap.parse_args(argv)
     set_tier(args.tier)
+    global IN_PROCESS
+    IN_PROCESS = args.in_process
     results = Path(args.results) if args.results else RESULTS
     args.lrs = args.lrs or str(LRS_FILE)
     if args.pick_lrs:
@@ -555,6 +613,12 @@ def main(argv=None) -> int:
         if out.is_file():
             print(f"skip {c.name}-seed{s} (done)", flush=True)
             continue
+        if args.deadline:
+            est = run_estimate(results, args.run_estimate_s)
+            if time.time() + est > args.deadline:
+                print(f"stop: {c.name}-seed{s} would end after the deadline (a run takes "
+                      f"~{est:.0f} s, {args.deadline - time.time():.0f} s left)", flush=True)
+                break
         if (lrs is not None and c.opt not in lrs and "optimizer.lr" not in c.overrides
                 and "optimizer.lr" not in extra):
             print(f"skip {c.name}-seed{s} (no lr for {c.opt} yet: finish its lr sweep and "
@@ -585,6 +649,20 @@ def main(argv=None) -> int:
             lock.unlink(missing_ok=True)
     print(f"sweep done: {n_run} runs this invocation", flush=True)
     return 0
+
+
+def run_estimate(results: Path, default: float) -> float:
+    """Median wall time of the finished (not reused) runs in ``results``, else ``default``."""
+    walls = []
+    for f in results.glob("*.json"):
+        with contextlib.suppress(OSError, json.JSONDecodeError, KeyError, TypeError):
+            rec = json.loads(f.read_text())
+            if rec.get("status") == "ok" and "reused_from" not in rec:
+                walls.append(float(rec["final"]["wall_s"]))
+    if not walls:
+        return default
+    walls.sort()
+    return walls[len(walls) // 2]
 
 
 def _exit_on_sigterm(signum, frame):
