@@ -295,17 +295,20 @@ def latex_pieces(expr, depth: int = 0) -> list[str]:
                 out.append(r"\left(" + ft + r"\right)" if isinstance(f, sp.Add) else ft)
             elif isinstance(f, sp.Add):
                 out += _wrapped(latex_pieces(f, depth + 1), depth)
-            elif isinstance(f, sp.Pow) and isinstance(f.base, sp.Add) and f.exp.is_Integer:
-                power = "^{" + sp.latex(f.exp) + "}"
+            elif isinstance(f, sp.Pow) and isinstance(f.base, sp.Add) and (
+                    f.exp.is_Integer or f.exp == sp.Rational(1, 2)):
+                # a long square root cannot break inside \sqrt{}: written as (…)^{1/2}
+                power = "^{" + (sp.latex(f.exp) if f.exp.is_Integer else "1/2") + "}"
                 out += _wrapped(latex_pieces(f.base, depth + 1), depth, power)
             elif isinstance(f, (sp.Sum, sp.Mul, sp.Min, sp.Max)):
                 out += latex_pieces(f, depth + 1)
             else:
                 out.append(ft)
         return out
-    if isinstance(expr, sp.Pow) and isinstance(expr.base, sp.Add) and expr.exp.is_Integer \
-            and expr.exp > 0:
-        return _wrapped(latex_pieces(expr.base, depth + 1), depth, "^{" + sp.latex(expr.exp) + "}")
+    if isinstance(expr, sp.Pow) and isinstance(expr.base, sp.Add) and (
+            (expr.exp.is_Integer and expr.exp > 0) or expr.exp == sp.Rational(1, 2)):
+        power = "^{" + (sp.latex(expr.exp) if expr.exp.is_Integer else "1/2") + "}"
+        return _wrapped(latex_pieces(expr.base, depth + 1), depth, power)
     if isinstance(expr, (sp.Min, sp.Max)):
         args = [latex_pieces(a, depth + 1) for a in expr.args]
         out = []
