@@ -296,7 +296,8 @@ def check_config(manifest: dict, config: Path = CONFIG) -> str:
 
     cfg = from_dict(read_toml(config))
     t = manifest["totals"]
-    windows = (t["train_tokens"] - 1) // cfg.data.seq_len
+    windows = sum((s["tokens"] - 1) // cfg.data.seq_len for s in manifest["shards"]
+                  if s["split"] == "train")  # TokenWindows: per shard, no window across two
     need = cfg.train.steps * cfg.train.batch_size
     if need > windows:
         raise ValueError(f"{config.name}: a run draws {need:,} windows of {cfg.data.seq_len} "

@@ -16,7 +16,7 @@
 # planner's assumptions, and the table (experiments/gpu/tables.md via report.py --tier gpu).
 #
 # Environment: CORPUS (data/debdocs), RESULTS (experiments/results-gpu), BUDGET_S (540),
-# WORKERS (the planner's), PYTHON. Missing wheels (pytorch-optimizer for SOAP) are installed
+# WORKERS (the planner's), PYTHON, RUNBOOK_SET (extra sweep.py arguments). Missing wheels (pytorch-optimizer for SOAP) are installed
 # from .whl/ when that folder was carried.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -28,6 +28,7 @@ MANIFEST=experiments/gpu/corpus-manifest.json
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
 DRY=0
 [ "${1:-}" = "--dry-run" ] && DRY=1
+OPTS=()
 
 if [ "$DRY" = 1 ]; then
     TMP=$(mktemp -d)
@@ -58,9 +59,24 @@ else
     RESULTS=${RESULTS:-experiments/results-gpu}
     LOGS=${LOGS:-runs/gpu-logs}
     REPORT=experiments/gpu
+    # On the lent device only what is written under $OUT comes back, also after a time-out:
+    # results go there as they finish (with the finished ones of earlier calls, which travel
+    # in the working tree), and are copied back into $RESULTS at the end.
+    if [ -n "${OUT:-}" ] && [ -d "${OUT:-}" ]; then
+        mkdir -p "$OUT/results-gpu" "$RESULTS"
+        cp -n "$RESULTS"/*-seed*.json "$OUT/results-gpu/" 2>/dev/null || true
+        KEEP=$RESULTS
+        RESULTS=$OUT/results-gpu
+        LOGS=$OUT/logs
+        REPORT=$OUT/gpu
+    fi
     if ! "$PY" -c "import pytorch_optimizer" 2>/dev/null && ls .whl/*.whl >/dev/null 2>&1; then
         "$PY" -m pip install -q --no-index --no-deps --target /tmp/asyncpp-site .whl/*.whl
         export PYTHONPATH="/tmp/asyncpp-site:$PYTHONPATH"
+    fi
+    if ! "$PY" -c "import pytorch_optimizer" 2>/dev/null; then
+        echo "warning: pytorch-optimizer is missing (carry .whl/): SOAP cells are left out" >&2
+        OPTS=(--optimizers muon,adamw)
     fi
     nvidia-smi --query-gpu=name,memory.total,memory.used --format=csv,noheader || true
     "$PY" -m asyncpp.data.corpus_build verify "$CORPUS" --expect "$MANIFEST"
@@ -71,7 +87,7 @@ else
     export TORCHINDUCTOR_COMPILE_THREADS=${TORCHINDUCTOR_COMPILE_THREADS:-2}
     WORKERS=${WORKERS:-$("$PY" experiments/gpu/plan.py --corpus "$CORPUS" --get packed)}
     EST=$("$PY" experiments/gpu/plan.py --corpus "$CORPUS" --get first_run_s)
-    SET=()
+    read -ra SET <<< "${RUNBOOK_SET:-}"  # extra sweep arguments (checking the path on a CPU)
 fi
 
 DEADLINE=$((START + BUDGET_S - 25))  # 25 s kept for the table at the end
@@ -81,7 +97,7 @@ echo "runbook: $WORKERS workers, deadline in $((DEADLINE - $(date +%s))) s, resu
 pids=()
 for i in $(seq 1 "$WORKERS"); do
     "$PY" experiments/sweep.py --tier gpu --tables gpu --results "$RESULTS" --in-process \
-        --deadline "$DEADLINE" --run-estimate-s "$EST" "${SEEDS[@]}" \
+        --deadline "$DEADLINE" --run-estimate-s "$EST" "${SEEDS[@]}" "${OPTS[@]}" \
         --set "data.path=$CORPUS/debdocs_train_*.bin" \
         --set "data.val_path=$CORPUS/debdocs_val_*.bin" \
         --set "data.tokenizer=$CORPUS/tokenizer.json" \
@@ -107,6 +123,9 @@ grep -h -E " (ok|diverged) val |^stop:|Error|error" "$LOGS"/worker-*.log | sort 
 "$PY" experiments/gpu/plan.py --measured "$RESULTS" --since "$START" --workers "$WORKERS"
 "$PY" experiments/report.py --tier gpu --results "$RESULTS" --out "$REPORT" >/dev/null
 sed -n '/^## GPU tier/,/^## /p' "$REPORT/tables.md" | sed '$d'
+if [ -n "${KEEP:-}" ]; then
+    cp "$RESULTS"/*-seed*.json "$KEEP/" 2>/dev/null || true
+fi
 n=$(ls "$RESULTS"/*-seed*.json 2>/dev/null | wc -l)
 echo "GPU runbook: $n results in $RESULTS, $failed worker(s) failed, wall $(( $(date +%s) - START )) s"
 if [ "$DRY" = 1 ]; then
