@@ -614,7 +614,7 @@ def main(argv=None) -> int:
             print(f"skip {c.name}-seed{s} (done)", flush=True)
             continue
         if args.deadline:
-            est = run_estimate(results, args.run_estimate_s)
+            est = run_estimate(results, args.run_estimate_s, warm=IN_PROCESS and n_run > 0)
             if time.time() + est > args.deadline:
                 print(f"stop: {c.name}-seed{s} would end after the deadline (a run takes "
                       f"~{est:.0f} s, {args.deadline - time.time():.0f} s left)", flush=True)
@@ -651,14 +651,20 @@ def main(argv=None) -> int:
     return 0
 
 
-def run_estimate(results: Path, default: float) -> float:
-    """Median wall time of the finished (not reused) runs in ``results``, else ``default``."""
-    walls = []
+def run_estimate(results: Path, default: float, warm: bool = False) -> float:
+    """Median wall time of the finished (not reused) runs in ``results``, else ``default``.
+    ``warm``: this process has compiled already (``--in-process``), so only runs whose first
+    step took under a quarter of their wall time (no compile in them) count, if there are any."""
+    walls, warm_walls = [], []
     for f in results.glob("*.json"):
         with contextlib.suppress(OSError, json.JSONDecodeError, KeyError, TypeError):
             rec = json.loads(f.read_text())
             if rec.get("status") == "ok" and "reused_from" not in rec:
-                walls.append(float(rec["final"]["wall_s"]))
+                wall = float(rec["final"]["wall_s"])
+                walls.append(wall)
+                if float(rec["final"].get("first_step_s", wall)) < 0.25 * wall:
+                    warm_walls.append(wall)
+    walls = warm_walls if warm and warm_walls else walls
     if not walls:
         return default
     walls.sort()

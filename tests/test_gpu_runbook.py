@@ -118,3 +118,13 @@ def test_gpu_runbook_dry_run():
     assert "| Muon |" in out and "EF(γ*) recovers" in out
     assert "second invocation: sweep done: 0 runs this invocation" in out
     assert "dry run ok: 12 of 12" in out
+
+
+def test_run_estimate_prefers_warm_runs_in_a_compiled_worker(tmp_path):
+    for i, (wall, first) in enumerate(((80.0, 50.0), (90.0, 55.0), (20.0, 0.5), (22.0, 0.4))):
+        sweep.write_json_atomic(tmp_path / f"c{i}-seed0.json", {
+            "cell": f"c{i}", "seed": 0, "status": "ok",
+            "final": {"wall_s": wall, "first_step_s": first}})
+    assert sweep.run_estimate(tmp_path, 60.0) == 80.0  # all four: the upper median
+    assert sweep.run_estimate(tmp_path, 60.0, warm=True) == 22.0
+    assert sweep.run_estimate(tmp_path / "none", 60.0, warm=True) == 60.0
