@@ -18,8 +18,9 @@ matrix):
 * :math:`\tau \ge 1`, no EF: :math:`z^{\tau-1}(z-1)(z-\beta) + p`
 * :math:`\tau \ge 1`, EF: :math:`z^{\tau}(z-1)(z-\beta) + p(2z - 1)`
 
-**Critical step** :math:`c^*(\beta, \tau, \text{EF}) = \sup\{c : \text{the recursion is
-asymptotically stable for every } \eta h \in (0, c)\}`, from the Schur–Cohn conditions (all
+**Critical step** :math:`c^*(\beta, \tau, \text{EF})`: the supremum of the :math:`c` such that
+the recursion is asymptotically stable for every :math:`\eta h \in (0, c)`, from the
+Schur–Cohn conditions (all
 leading coefficients :math:`\delta_k` of the Schur transforms positive), derived symbolically:
 
 * :math:`\tau = 0`: :math:`c^* = 2(1+\beta)/(1-\beta)`
