@@ -19,6 +19,12 @@ pytestmark = pytest.mark.multiprocess
 TIMEOUT = 6.0
 
 
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    return tmp_path_factory.mktemp("asyncpp-cache")
+
+
 def test_a_stopped_peer_ends_every_rank_with_a_message(tmp_path, cache):
     src = str(Path(__file__).resolve().parents[1] / "src")
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", MASTER_ADDR="127.0.0.1",

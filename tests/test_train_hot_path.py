@@ -49,6 +49,12 @@ def _run(steps: int, tmp_path, cache, log_every: int = 10) -> int:
     assert rc == 0
 
 
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    return tmp_path_factory.mktemp("asyncpp-cache")
+
+
 def test_host_reads_are_once_per_log_interval(counted, tmp_path, cache, monkeypatch):
     monkeypatch.chdir(__import__("pathlib").Path(__file__).resolve().parents[1])
     _run(20, tmp_path, cache)
