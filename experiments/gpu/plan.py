@@ -314,6 +314,7 @@ def check_config(manifest: dict, config: Path = CONFIG) -> str:
 def measured(results: Path, since: float, workers: int) -> str:
     """What the runs finished in ``results`` after ``since`` measured, beside the speed
     model's assumptions: aggregate tokens/s, per-run steady tokens/s, first step (compile)."""
+    import calendar
     import statistics
     import time
 
@@ -323,8 +324,11 @@ def measured(results: Path, since: float, workers: int) -> str:
             r = json.loads(f.read_text())
         except (OSError, json.JSONDecodeError):
             continue
-        if r.get("status") == "ok" and "reused_from" not in r and \
-                f.stat().st_mtime >= since:
+        try:
+            done = calendar.timegm(time.strptime(r.get("finished_utc", ""), "%Y-%m-%dT%H:%M:%SZ"))
+        except ValueError:
+            continue
+        if r.get("status") == "ok" and "reused_from" not in r and done >= since:
             recs.append(r)
     if not recs:
         return "measured: no run finished in this invocation"

@@ -113,8 +113,15 @@ done
 ) >/dev/null 2>&1 &
 watchdog=$!
 failed=0
+stopped=0
 for p in "${pids[@]}"; do
-    wait "$p" || failed=$((failed + 1))
+    rc=0
+    wait "$p" || rc=$?
+    if [ "$rc" -eq 143 ]; then
+        stopped=$((stopped + 1))  # the hard stop: its unfinished run is simply still to do
+    elif [ "$rc" -ne 0 ]; then
+        failed=$((failed + 1))
+    fi
 done
 kill "$watchdog" 2>/dev/null || true
 wait "$watchdog" 2>/dev/null || true
@@ -126,8 +133,9 @@ sed -n '/^## GPU tier/,/^## /p' "$REPORT/tables.md" | sed '$d'
 if [ -n "${KEEP:-}" ]; then
     cp "$RESULTS"/*-seed*.json "$KEEP/" 2>/dev/null || true
 fi
-n=$(ls "$RESULTS"/*-seed*.json 2>/dev/null | wc -l)
-echo "GPU runbook: $n results in $RESULTS, $failed worker(s) failed, wall $(( $(date +%s) - START )) s"
+n=$(find "$RESULTS" -maxdepth 1 -name "*-seed*.json" | wc -l)
+echo "GPU runbook: $n results in $RESULTS, $failed worker(s) failed, $stopped stopped at the" \
+    "hard stop, wall $(( $(date +%s) - START )) s"
 if [ "$DRY" = 1 ]; then
     want=12
     if [ "$n" -ne "$want" ] || [ "$failed" -ne 0 ]; then
