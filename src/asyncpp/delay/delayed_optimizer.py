@@ -72,11 +72,9 @@ import torch
 from torch import Tensor
 from torch.optim import Optimizer
 
+from ..names import CORRECTIONS, FORMULATIONS  # one source, shared with the configuration
 from .ef_gamma import resolve_ef_gamma
 from .schedule import DelaySchedule
-
-CORRECTIONS = ("none", "ef", "taylor")
-FORMULATIONS = ("gradient", "update")
 
 
 class DelayedOptimizer:

@@ -10,6 +10,7 @@ import torch
 from torch import nn
 from torch.optim import Optimizer
 
+from ..names import OPTIMIZERS  # one source, shared with the configuration
 from . import baselines
 from .baselines import check_lr, check_momentum
 from .muon import Muon
@@ -20,7 +21,7 @@ DEFAULT_NON_MUON_PATTERN = (
     r"(^|\.)(embed|embed_tokens|tok_embeddings|wte|wpe|lm_head|head|output|router)(\.|$)"
 )
 
-OPTIMIZERS = ("adamw", "muon", "soap", "adan", "lion", "mars")
+
 
 
 def split_muon_params(
