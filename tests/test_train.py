@@ -288,6 +288,10 @@ def test_cli_run_export_and_plot(tmp_path, cache, monkeypatch, capsys):
     assert cli.main(["--run.name", "b", "--resume", "--log.progress", "false"]) == 0
     assert plot.main(["runs/a", "runs/b", "-o", "cmp.png"]) == 0
     assert (tmp_path / "cmp.png").stat().st_size > 1000
+    # Without -o the plot goes next to the runs, never into the current directory.
+    assert plot.main(["runs/a", "runs/b"]) == 0
+    assert (tmp_path / "runs/compare.png").stat().st_size > 1000
+    assert not (tmp_path / "loss.png").exists() and not (tmp_path / "compare.png").exists()
     assert plot.main(["nowhere"]) == 2
 
 

@@ -78,7 +78,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="asyncpp-plot", description="Plot the loss curves of one "
                                  "or more asyncpp runs on one PNG.")
     ap.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run directories (metrics.jsonl)")
-    ap.add_argument("-o", "--output", default="loss.png", help="output PNG (default: loss.png)")
+    ap.add_argument("-o", "--output", default=None,
+                    help="output PNG (default: compare.png in the folder holding the first run, "
+                         "e.g. runs/compare.png — never the current directory)")
     ap.add_argument("--x", choices=("step", "tokens"), default="step", help="x axis")
     ap.add_argument("--smooth", type=float, default=0.8,
                     help="EMA factor for the train loss, in [0, 1) (default: 0.8)")
@@ -93,8 +95,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"asyncpp-plot: error: --smooth must lie in [0, 1), got {args.smooth}",
               file=sys.stderr)
         return 2
+    output = args.output or str(Path(args.runs[0]).resolve().parent / "compare.png")
     try:
-        out = plot_runs(args.runs, args.output, x=args.x, alpha=args.smooth, title=args.title)
+        out = plot_runs(args.runs, output, x=args.x, alpha=args.smooth, title=args.title)
     except ImportError:
         print("asyncpp-plot: error: matplotlib is not installed; `pip install matplotlib`",
               file=sys.stderr)
