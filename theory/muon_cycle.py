@@ -8,7 +8,7 @@ counterpart of T3 for Muon.
 **1-D is sign descent.** For a 1×1 parameter the exact LMO of the spectral ball is
 sign(v) (the polar factor of a scalar), and the production Newton–Schulz returns
 s₀·sign(v) with the constant s₀ = φ(1) (5 quintic steps; ``verify/`` uses lr = η/s₀), for
-|v| ≥ 10⁻⁷ (the normalisation floor). On f(x) = h x²/2 (h > 0) the method is
+∣v∣ ≥ 10⁻⁷ (the normalisation floor). On f(x) = h x²/2 (h > 0) the method is
 
 .. math::
     m_t = \beta m_{t-1} + (1-\beta) h x_{t-\tau},\ m_{\tau-1} = 0,\qquad
@@ -30,9 +30,9 @@ is the fixed point
 .. math::  m^*_t = \frac{1-\beta}{1-\beta^p}\sum_{j=0}^{p-1}\beta^j h x^*_{t-\tau-j},
 
 and the deviation e_t = m_t − m*_t obeys e_t = β e_{t−1} once x is periodic. If
-|β^{a} e| < min_t |v*_t| (the margin; β|e| for Nesterov), sign(v_t) = s*_t for ever: the
-orbit is locked (step MC3). The amplitude max|x*| and the mean |x*| (which is what the
-T1 bound measures, (1/K)Σ L|y_k|) are read off the certified cycle.
+∣β^{a} e∣ < min_t ∣v*_t∣ (the margin; β∣e∣ for Nesterov), sign(v_t) = s*_t for ever: the
+orbit is locked (step MC3). The amplitude max∣x*∣ and the mean ∣x*∣ (which is what the
+T1 bound measures, (1/K)Σ L∣y_k∣) are read off the certified cycle.
 
 **Amplitude, no EF: harmonic balance (steps MC1–MC6).** The loop s → x → v → s is a relay
 (s = sign v) around a linear system: the integrator x_{t+1} = x_t − ηs_t, the delay z^{−τ}
@@ -70,20 +70,20 @@ certified cycles show (x₀ = 0.3η, τ ≤ 3, β ∈ {0, .5, .8, .9, .95}; tabl
   is 8.3η without EF and 5.7η with it; with Nesterov 4.7η and 2.7η.
 * With EF + Nesterov at τ = 1 the cycle is 2.7η for every β ≥ 0.8 (bounded in β), and it
   *shrinks* from β = 0 (2.7η) to β = 0.5 (2.3η): the only place on the grid where raising β
-  shrinks the iterate's cycle (:func:`momentum_shrinks`). At the virtual point the mean |w|
+  shrinks the iterate's cycle (:func:`momentum_shrinks`). At the virtual point the mean ∣w∣
   also falls from β = 0 to 0.5 (0.85η → 0.65η).
 
 So in 1-D "higher momentum helps" holds only together with EF, and only as *relative*
 robustness: momentum makes consecutive updates equal (drift → 0), on which EF is exact; the
 cycle itself is never smaller than at β = 0 except in the EF + Nesterov case above. At β = 0
-EF is worse at the iterate (τ = 1: mean |x| 1.5η vs 0.83η), as T2's extra Lηr at the iterate
+EF is worse at the iterate (τ = 1: mean ∣x∣ 1.5η vs 0.83η), as T2's extra Lηr at the iterate
 says.
 
 **Matrices.** For a diagonal (or any fixed-singular-vector) quadratic and the *exact* polar
 factor, Muon's step is diag(sign(v_i)): the coordinates decouple into independent 1-D cycles
 of the amplitude above, each independent of its curvature h_i. The production Newton–Schulz
 is an inexact polar factor: a diagonal input stays diagonal, but coordinate i moves by
-lr·φ(|v_i|/‖v‖_F) (inside BAND's [0, 1+ε₁]·lr), which depends on the other coordinates, so the
+lr·φ(∣v_i∣/‖v‖_F) (inside BAND's [0, 1+ε₁]·lr), which depends on the other coordinates, so the
 lattice and the exact orbit are lost. What carries over is the band-level statement that
 ``verify/``'s ``P9.diagonal`` checks on production Muon (h = 1, 3, 10): every coordinate
 cycles with amplitude/lr in [A₁/2, (1+ε₁)(A₁ + 1)], A₁ the certified 1-D amplitude, and
@@ -126,12 +126,13 @@ class Cycle:
 
     @property
     def amplitude(self) -> Fraction:
-        """max |x*| over the cycle (units of η)."""
+        """max ∣x*∣ over the cycle (units of η)."""
         return max(abs(x) for x in self.xs)
 
     @property
     def mean_abs(self) -> Fraction:
-        """mean |x*| over one period (units of η): (1/K)Σ|y_k|/η over whole periods."""
+        """The mean of ∣x*∣ over one period, in units of η, i.e. (1/K)Σ∣y_k∣/η over whole
+        periods."""
         return sum(abs(x) for x in self.xs) / self.period
 
     @property
@@ -264,7 +265,7 @@ def amplitude_formula(beta, tau, nesterov: bool = False) -> float:
 def amplitude_table(betas=(0.0, 0.5, 0.8, 0.9, 0.95), taus=(0, 1, 2, 3),
                     x0=Fraction(3, 10)) -> list[dict]:
     """Every certified cycle of the grid: one row per (τ, β, EF, Nesterov) with the amplitude
-    and mean |·| at the iterate x and the virtual point w (units of η), and the formula."""
+    and mean ∣·∣ at the iterate x and the virtual point w (units of η), and the formula."""
     rows = []
     for t in taus:
         for b in betas:

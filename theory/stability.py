@@ -507,7 +507,7 @@ def _gamma_boundaries(b: float, tau: int, pv: float) -> np.ndarray:
 
 def stabilising_gammas(beta, tau, pv) -> list[tuple[float, float]]:
     r"""The real γ (an open interval list) for which EF(γ) is stable at p = ηh(1−β) = ``pv``:
-    D-decomposition in γ (the number of roots in |z| < 1 is constant between consecutive
+    D-decomposition in γ (the number of roots in ∣z∣ < 1 is constant between consecutive
     boundary values of ``_gamma_boundaries``, so one test point per interval decides it)."""
     b = float(beta)
     bounds = list(_gamma_boundaries(b, tau, float(pv)))
@@ -549,8 +549,9 @@ def certify_optimal_gamma(beta, tau, rel: float = 1e-6) -> dict:
 
 def beta_one_limit(tau: int) -> tuple[float, float]:
     r"""(lim γ*, lim (1−β)c*) as β → 1: the maximiser over γ of p* for the limit polynomial
-    z^τ(z−1)² + p((1+γ)z − γ) (small p is stable there iff γ > τ: the root near 1 is
-    z = 1 + i√p + p(τ−1−γ)/2 + O(p^{3/2}), |z|² = 1 + p(τ−γ) + O(p^{3/2})). τ = 1: (2, 1/4)."""
+    :math:`z^\tau(z-1)^2 + p((1+\gamma)z - \gamma)` (small p is stable there iff γ > τ: the
+    root near 1 is :math:`z = 1 + i\sqrt{p} + p(\tau-1-\gamma)/2 + O(p^{3/2})`, so
+    :math:`\lvert z\rvert^2 = 1 + p(\tau-\gamma) + O(p^{3/2})`). τ = 1: (2, 1/4)."""
     if tau == 1:
         return 2.0, 0.25
     # at β = 1 itself p* is 0 for γ ≤ τ (the root locus would report a spurious crossing), so

@@ -10,7 +10,7 @@ r"""TC — what the Taylor (DC-ASGD) compensation guarantees on a separable quad
 .. math::  \hat g_i - \nabla_i f(x_n) = (\lambda g_i^2 - h_i)\,\Delta_i ,
 
 and whenever 0 ≤ λg_i² ≤ 2h_i (TC2–TC3) the compensated gradient is at least as close to the
-fresh one as the stale gradient: |ĝ_i − ∇_i f(x_n)| ≤ h_i|Δ_i| = |g_i − ∇_i f(x_n)| (TC4),
+fresh one as the stale gradient: ∣ĝ_i − ∇_i f(x_n)∣ ≤ h_i∣Δ_i∣ = ∣g_i − ∇_i f(x_n)∣ (TC4),
 with equality only at λg_i² ∈ {0, 2h_i}. A sign error in the correction gives
 −(λg_i² + h_i)Δ_i, strictly farther whenever λg_i²Δ_i ≠ 0: property ``L3.taylor_lemma`` of
 ``verify/identities.py`` measures this on the production core.

@@ -76,7 +76,7 @@ def optimal_ef_gamma(beta: float, tau: int) -> float:
     r"""γ*(β, τ) = argmax over γ ≥ 0 of the critical step c*(β, τ, γ) of EF(γ).
 
     τ = 1: :math:`\gamma^* = 2\beta/(2-\beta)^2` (exact). τ ≥ 2: grid over [0, 3τ + 3] then
-    golden section on the bracket of the best grid point (|Δγ| < 1e-9). τ = 0: 0.0 (a
+    golden section on the bracket of the best grid point (∣Δγ∣ < 1e-9). τ = 0: 0.0 (a
     synchronous group is never corrected)."""
     if isinstance(tau, bool) or not isinstance(tau, (int, np.integer)) or tau < 0:
         raise ValueError(f"tau must be an integer delay >= 0, got {tau!r}")

@@ -61,7 +61,7 @@ class ScheduleSpec:
             else 1
 
     def updates_per_step(self, num_microbatches: int) -> int:
-        """Optimizer updates per step: m for PipeDream, 1 otherwise."""
+        """How many optimizer updates one step makes (m for PipeDream, 1 otherwise)."""
         return num_microbatches if self.per_microbatch_updates else 1
 
     def lookahead_steps(self, num_stages: int, num_microbatches: int) -> int:

@@ -147,7 +147,7 @@ class Schedule:
 
     @property
     def updates_per_step(self) -> int:
-        """Optimizer updates per step: m for PipeDream, 1 otherwise."""
+        """How many optimizer updates one step makes (m for PipeDream, 1 otherwise)."""
         return get_spec(self.name).updates_per_step(self.num_microbatches)
 
     @property

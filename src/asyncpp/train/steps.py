@@ -70,9 +70,11 @@ class Prefetcher:
         return batch
 
     def state_dict(self) -> dict:
+        """The sampler's state after the last batch handed out (for a checkpoint)."""
         return dict(self._state)
 
     def load_state_dict(self, state: dict) -> None:
+        """Resume the sampler at ``state``; nothing is drawn ahead yet."""
         self.sampler.load_state_dict(state)
         self._state = self.sampler.state_dict()
         self._ahead = None
