@@ -64,11 +64,11 @@ def test_explanations_are_latex_not_ascii(results):
 
 
 def test_explanations_of_the_newer_results(results):
-    """Results added after the conversion (muon cycle, Taylor, EF(γ)): known to be partly
-    ASCII still; reported as an expected failure until their authors convert them."""
+    """The results added after the conversion (muon cycle, Taylor, EF(γ)) are held to the same
+    rule: their titles, legends, step names and notes write math as LaTeX."""
     bad = _ascii_texts([r for r in results if not CHAPTER_RESULT.match(r.name)])
-    if bad:
-        pytest.xfail(f"{len(bad)} texts of {sorted({n for n, _, _ in bad})} still ASCII math")
+    assert not bad, "write the math of these theory/ texts as $LaTeX$:\n" + "\n".join(
+        f"  {n}: {why}: {t}" for n, why, t in bad)
 
 
 def test_ascii_check_can_fail():

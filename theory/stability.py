@@ -746,7 +746,7 @@ def _ef_gamma_charpoly_steps() -> list[Step]:
         P = char_poly_expr(beta, tau, True, var=p, gamma=gamma_sym)
         A = state_matrix(beta, tau, True, cv=p / (1 - beta), gamma=gamma_sym)
         extra = (tau + 2) - sp.degree(P, z)
-        out.append(Step(f"SC1.{tau} characteristic polynomial, tau = {tau}", "identity",
+        out.append(Step(rf"SC1.{tau} characteristic polynomial, $\tau = {tau}$", "identity",
                         eq(A.charpoly(lam).as_expr().subs(lam, z), z**extra * P),
                         r"$\det(zI - A)$ for $x_{t+1} = x_t - (1+\gamma)\mu_t + \gamma\mu_{t-1}$, "
                         r"state $(x_t, \dots, x_{t-\tau}, \mu_{t-1})$, $c = p/(1-\beta)$"))
@@ -767,7 +767,7 @@ def _ef_gamma_tau1_core() -> list[Step]:
     g_, f, gg = gamma_sym, ef_gamma_f(), ef_gamma_g()
     fac = [(1 - g_ * p) * (1 + g_ * p), f * gg,
            p * (1 - g_ * p) * (1 + g_ * p) * (2 + 2 * beta + p * (1 + 2 * g_)) * f**2]
-    steps = [Step(f"SC3.{i} delta_{i} factorised", "identity", eq(dk, fk),
+    steps = [Step(rf"SC3.{i} $\delta_{i}$ factorised", "identity", eq(dk, fk),
                   r"$f = \gamma^2p^2 + (1-\gamma\beta)p - (1-\beta)$, "
                   r"$g = \gamma^2p^2 - (1-\gamma\beta)p - (1+\beta)$" if i == 2 else "")
              for i, (dk, fk) in enumerate(zip(d, fac), start=1)]
@@ -791,9 +791,9 @@ def _ef_gamma_tau1_steps() -> list[Step]:
     steps += [
         Step("SC9 f(p_f) = 0", "identity", eq(f.subs(p, pf), 0), domain=DOMAIN_P),
         Step("SC10 g(p_g) = 0", "identity", eq(gg.subs(p, pg), 0), domain=DOMAIN_P),
-        Step("SC11 gamma = 1 gives T3[tau=1, EF]", "identity",
+        Step(r"SC11 $\gamma = 1$ gives T3[$\tau = 1$, EF]", "identity",
              eq(pf.subs(gamma_sym, 1), critical_p_expr(1, True)), domain=DOMAIN_P),
-        Step("SC12 gamma = 0 gives T3[tau=1]", "identity",
+        Step(r"SC12 $\gamma = 0$ gives T3[$\tau = 1$]", "identity",
              eq(pf.subs(gamma_sym, 0), critical_p_expr(1, False))),
         Step("SC13 sign bookkeeping", "cited",
              eq(sp.Symbol("c^*"), sp.Min(sp.Symbol("p_f"), sp.Symbol("p_g")) / (1 - beta)),
@@ -811,29 +811,29 @@ def _ef_gamma_opt_steps() -> list[Step]:
     phat = (1 - beta / 2) ** 2
     steps = [*_ef_gamma_charpoly_steps()[:1], _sc2(), *_ef_gamma_tau1_core()]
     steps += [
-        Step("SO1 f = (p gamma - beta/2)^2 + p - (1 - beta/2)^2", "identity",
+        Step(r"SO1 $f = (p\gamma - \beta/2)^2 + p - (1 - \beta/2)^2$", "identity",
              eq(f, (p * g_ - beta / 2) ** 2 + p - phat),
              r"stable $\Rightarrow f < 0 \Rightarrow p < \hat p = (1-\beta/2)^2$ for every real "
              r"$\gamma$: $c^*(\beta, 1, \gamma) \le \hat p/(1-\beta)$"),
-        Step("SO2 f(p_hat, gamma) = (p_hat gamma - beta/2)^2", "identity",
+        Step(r"SO2 $f(\hat p, \gamma) = (\hat p\gamma - \beta/2)^2$", "identity",
              eq(f.subs(p, phat), (phat * g_ - beta / 2) ** 2),
              r"$> 0$ unless $\gamma = \hat\gamma = \beta/(2\hat p)$: then $p_f(\gamma) < \hat p$, "
              r"so $\hat\gamma$ is the only maximiser"),
-        Step("SO3 gamma_hat = beta/(2 p_hat)", "identity", eq(ghat, beta / (2 * phat))),
-        Step("SO4 f(p, gamma_hat) factorised", "identity",
+        Step(r"SO3 $\hat\gamma = \beta/(2\hat p)$", "identity", eq(ghat, beta / (2 * phat))),
+        Step(r"SO4 $f(p, \hat\gamma)$ factorised", "identity",
              eq(f.subs(g_, ghat), (phat - p) * (beta**2 * (phat - p) / (4 * phat**2) - 1))),
-        Step("SO5 beta^2/(4 p_hat) <= 1", "inequality", le(beta**2 / (4 * phat), 1),
+        Step(r"SO5 $\beta^2/(4\hat p) \le 1$", "inequality", le(beta**2 / (4 * phat), 1),
              r"so the second factor of SO4 is $< 0$ on $0 < p < \hat p$: $f(p, \hat\gamma) < 0$ "
              r"there", domain=DOMAIN_P),
-        Step("SO6 g - f = 2((gamma beta - 1) p - beta)", "identity",
+        Step(r"SO6 $g - f = 2((\gamma\beta - 1)p - \beta)$", "identity",
              eq(gg - f, 2 * ((g_ * beta - 1) * p - beta))),
-        Step("SO7 beta + p_hat (1 - gamma_hat beta) >= 0", "inequality",
+        Step(r"SO7 $\beta + \hat p(1 - \hat\gamma\beta) \ge 0$", "inequality",
              ge(beta + phat * (1 - ghat * beta), 0),
              r"$a(p) = \beta + p(1-\hat\gamma\beta)$ is linear, $a(0) = \beta \ge 0$, so "
              r"$a \ge 0$ on $[0, \hat p]$ and $g = f - 2a \le f < 0$ there", domain=DOMAIN_P),
-        Step("SO8 c* = p_hat/(1 - beta)", "identity", eq(phat / (1 - beta), chat)),
-        Step("SO9 beta -> 1: gamma* -> 2", "identity", eq(ghat.subs(beta, 1), 2)),
-        Step("SO10 beta -> 1: (1 - beta) c* -> 1/4", "identity",
+        Step(r"SO8 $c^* = \hat p/(1 - \beta)$", "identity", eq(phat / (1 - beta), chat)),
+        Step(r"SO9 $\beta \to 1$: $\gamma^* \to 2$", "identity", eq(ghat.subs(beta, 1), 2)),
+        Step(r"SO10 $\beta \to 1$: $(1 - \beta)c^* \to 1/4$", "identity",
              eq(sp.cancel(chat * (1 - beta)).subs(beta, 1), sp.Rational(1, 4))),
         Step("SO11 sign bookkeeping", "cited", eq(sp.Symbol("c^*"), chat),
              r"SO1: no $(p, \gamma)$ with $p \ge \hat p$ is stable; SO4, SO5, SO7: at "
@@ -858,11 +858,11 @@ def _virtual_steps() -> list[Step]:
         x_old = v_old - g_ * us[4 - tau]
         v_t = v_old - sum(us[5 - i] for i in range(1, tau + 1))
         off = sum(us[5 - i] - us[4 - tau] for i in range(1, tau + 1)) + (tau - g_) * us[4 - tau]
-        steps.append(Step(f"V2.{tau} offset for tau = {tau}", "identity", eq(x_old - v_t, off),
+        steps.append(Step(rf"V2.{tau} offset for $\tau = {tau}$", "identity", eq(x_old - v_t, off),
                           r"$e_t = x_{t-\tau} - v_t = \sum_{i=1}^{\tau}(u_{t-i} - u_{t-\tau-1}) + "
                           r"(\tau - \gamma)\,u_{t-\tau-1}$"))
     steps += [
-        Step("V3 telescoping: u_{t-i} - u_{t-tau-1} is a sum of tau+1-i drifts", "identity",
+        Step(r"V3 telescoping: $u_{t-i} - u_{t-\tau-1}$ is a sum of $\tau+1-i$ drifts", "identity",
              eq(sp.Sum(sp.Symbol("tau") + 1 - j, (j, 1, sp.Symbol("tau"))).doit(),
                 sp.Symbol("tau") * (sp.Symbol("tau") + 1) / 2),
              r"$\sum_{i=1}^{\tau}(\tau+1-i) = \tau(\tau+1)/2$"),
@@ -899,7 +899,7 @@ def ef_gamma_results() -> list[Result]:
         quantity_latex=r"\max_\gamma c^*(\beta, 1, \gamma)", statement=chat,
         params=(beta,), steps=_ef_gamma_opt_steps(),
         assumptions=("quadratic f = h x^2/2",), relation="=",
-        legend={sp.Symbol(r"\gamma^*"): "2 beta/(2 - beta)^2 -> 2 as beta -> 1"},
+        legend={sp.Symbol(r"\gamma^*"): r"$2\beta/(2 - \beta)^2 \to 2$ as $\beta \to 1$"},
         notes="c* ~ 1/(4(1-beta)) as beta -> 1 (EF: ~ 1/(2 sqrt(1-beta)); none: 1)")
     r3 = Result(
         name="T2[EF(gamma)] virtual point",
@@ -910,7 +910,7 @@ def ef_gamma_results() -> list[Result]:
         statement=tau_s * (tau_s + 1) / 2 * drift + sp.Abs(tau_s - gamma_sym) * eta,
         params=(tau_s, gamma_sym, drift, eta), steps=_virtual_steps(),
         assumptions=("A2",), relation="<=",
-        legend={drift: "max drift ||u_k - u_{k-1}||", eta: "step (||u_k|| <= eta)"},
+        legend={drift: r"max drift $\|u_k - u_{k-1}\|$", eta: r"step ($\|u_k\| \le \eta$)"},
         notes="gamma = tau = 1 is T2 (offset u_{t-1} - u_{t-2}); the Lη term of T1/T2 becomes "
               "L(tau(tau+1)/2 delta + |tau - gamma| eta); T4: per stage s with tau_s, gamma_s")
     return [r1, r2, r3]
