@@ -417,12 +417,13 @@ class PipelineExecutor:
             src = dist.get_process_group_ranks(t.dp_group)[0]
             for _, p in self._params:
                 self.wait(dist.broadcast(p.data, src=src, group=t.dp_group, async_op=True),
-                           "the start-up weight broadcast")
+                           "the start-up weight broadcast", self._others(t.dp_group))
         if self.tied and t.tie_group is not None:
             for n in sorted(self.tied, key=lambda k: self.tied[k]):
                 p = dict(self._params)[n]
                 self.wait(dist.broadcast(p.data, src=t.stage_ranks[0], group=t.tie_group,
-                                          async_op=True), "the tied-weight broadcast")
+                                          async_op=True), "the tied-weight broadcast",
+                          self._others(t.tie_group))
 
     # -- weights ---------------------------------------------------------------------------
     def _alias_master(self) -> dict[str, Tensor]:
@@ -455,9 +456,10 @@ class PipelineExecutor:
         return lambda t: sched.delay_at(t) == 0
 
     # -- communication -------------------------------------------------------------------------
-    def wait(self, work, what: str, peer: int | None = None) -> None:
+    def wait(self, work, what: str, peer=None) -> None:
         """Wait for ``work`` (a ``torch.distributed`` work handle) up to the executor's timeout;
-        :class:`PipelineError` naming this rank, ``what`` and ``peer`` if it does not finish."""
+        :class:`PipelineError` naming this rank, ``what`` and ``peer`` (a rank, or the list of
+        ranks a collective waits for) if it does not finish."""
         if work is None:
             return
         try:
@@ -467,16 +469,27 @@ class PipelineExecutor:
         if ok is False:
             raise self._error(what, peer, "timed out")
 
-    def _error(self, what: str, peer: int | None, cause) -> PipelineError:
+    def _error(self, what: str, peer, cause) -> PipelineError:
         t = self.topo
         who = f"rank {dist.get_rank()} (stage {t.stage}, dp {t.dp_rank})" if t.distributed \
             else "this process"
-        src = f" from rank {peer}" if peer is not None else ""
+        if isinstance(peer, (list, tuple)):
+            src = (f" from rank {peer[0]}" if len(peer) == 1 else
+                   f" from ranks {', '.join(map(str, peer))}") if peer else ""
+        else:
+            src = f" from rank {peer}" if peer is not None else ""
         return PipelineError(
             f"{who}: {what}{src} did not complete within the {self.timeout:g} s timeout or the "
             f"peer is gone — a peer process died, stalled, or runs a different configuration "
             f"({cause})"
         )
+
+    def _others(self, group) -> list[int]:
+        """The global ranks of ``group`` other than this one (whom a collective waits for)."""
+        if group is None or not self.topo.distributed:
+            return []
+        me = dist.get_rank()
+        return [r for r in dist.get_process_group_ranks(group) if r != me]
 
     def _post(self, ops: list[tuple[str, Tensor, int]]) -> list:
         """Post sends/receives (op, tensor, global peer rank) together with one
@@ -510,7 +523,7 @@ class PipelineExecutor:
                 if a.kind == S.ACTIVATION and not st["header_sent"]:
                     st["header_sent"] = True
                     hdr = self._header(tensor)
-                    st["send_works"].append((self._post([("send", hdr, peer)]), hdr))
+                    st["send_works"].append((self._post([("send", hdr, peer)]), hdr, [peer]))
                 ops.append(("send", tensor, peer))
                 continue
             if a.kind == S.ACTIVATION:
@@ -534,10 +547,11 @@ class PipelineExecutor:
         if len(works) != len(ops):
             # A coalesced batch (NCCL): one handle for all; wait for it now.
             for w in works:
-                self.wait(w, "a batched pipeline exchange")
+                self.wait(w, "a batched pipeline exchange", sorted({o[2] for o in ops}))
             works = [None] * len(ops)
         st["send_works"].append(([w for (op, _, _), w in zip(ops, works) if op == "send"],
-                                 [o[1] for o in ops if o[0] == "send"]))
+                                 [o[1] for o in ops if o[0] == "send"],
+                                 sorted({o[2] for o in ops if o[0] == "send"})))
         for idx, a, buf, peer in recvs:
             self.wait(works[idx], f"the {a.kind} of step {a.step} microbatch {a.mb}", peer)
             st["in_msgs"][(a.kind, a.step, a.mb)] = buf
@@ -548,10 +562,10 @@ class PipelineExecutor:
         while more than ``keep`` batches of sends are outstanding."""
         q = st["send_works"]
         while q:
-            works, _ = q[0]
+            works, _, peers = q[0]
             if len(q) > keep:
                 for w in works:
-                    self.wait(w, "a send")
+                    self.wait(w, "a send", peers)
             elif not all(w is None or w.is_completed() for w in works):
                 break
             q.pop(0)
@@ -680,7 +694,7 @@ class PipelineExecutor:
             else:
                 losses /= self.topo.dp_size
             self.wait(dist.all_reduce(losses, group=self.topo.world_group, async_op=True),
-                       "the loss all-reduce")
+                       "the loss all-reduce", self._others(self.topo.world_group))
         return [float(x) for x in losses.tolist()]
 
     def _key(self, step: int, mb: int):
@@ -777,7 +791,7 @@ class PipelineExecutor:
         skip = set(self.tied) if (t.is_last and t.num_stages > 1) else set()
         if tied and t.is_first:
             for w in pend.tie_works:
-                self.wait(w, "the tied-weight all-reduce")
+                self.wait(w, "the tied-weight all-reduce", self._others(t.tie_group))
             pend.tie_done()
             pend.tie_works, pend.tie_done = [], None
         sq = squared_norm([grads[n] for n in names if n not in skip and grads[n] is not None],
@@ -807,11 +821,12 @@ class PipelineExecutor:
     def _apply(self, pend: _PendingUpdate) -> None:
         a, grads = pend.action, pend.grads
         for w in pend.tie_works:
-            self.wait(w, "the tied-weight all-reduce")
+            self.wait(w, "the tied-weight all-reduce", self._others(self.topo.tie_group))
         if pend.tie_done is not None:
             pend.tie_done()
         if pend.norm_sq is not None:
-            self.wait(pend.norm_work, "the gradient-norm all-reduce")
+            self.wait(pend.norm_work, "the gradient-norm all-reduce",
+                      self._others(self.topo.pp_group))
             self._last_norm_sq = pend.norm_sq
             scale_([g for g in grads.values() if g is not None],
                    clip_coefficient(pend.norm_sq, self.max_grad_norm))
@@ -843,7 +858,7 @@ class PipelineExecutor:
     def _all_reduce_mean(self, grads, names, group, divisor, what) -> None:
         works, finish = self._all_reduce_async(grads, names, group, what, divisor)
         for w in works:
-            self.wait(w, f"the {what} all-reduce")
+            self.wait(w, f"the {what} all-reduce", self._others(group))
         finish()
 
     def _all_reduce_async(self, grads, names, group, what, divisor: int = 1):

@@ -280,7 +280,8 @@ class PipelineBackend:
     def collect(self, handle):
         rows, flags, works, n = handle
         for w in works:
-            self.ex.wait(w, "the metrics all-reduce")
+            self.ex.wait(w, "the metrics all-reduce",
+                         [r for r in range(self.world) if r != self.rank])
         k, dp = self.k, self.dp
         values = []
         for r in rows.tolist():
