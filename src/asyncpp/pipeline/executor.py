@@ -280,6 +280,7 @@ class PipelineExecutor:
         self._next_item = (0, 0)
         self._pending: list[_PendingUpdate] = []
         self._inflight_versions: list[int] = []
+        self._pred = None
         self.updates_issued = 0
 
     @property
@@ -633,9 +634,10 @@ class PipelineExecutor:
             return
         t0 = self.next_step
         self._end = t0 + num_steps
+        self._pred = self._sync_predicate()  # read by every update's liveness check
         gen = S.stage_actions(self.schedule_name, self.num_stages, self.num_microbatches,
                               self.topo.stage, t0, lambda: self._end,
-                              sync_steps=self._sync_predicate())
+                              sync_steps=self._pred)
         first, last = self.topo.is_first, self.topo.is_last
         it = iter(batches)
         st = {"inflight": {}, "accum": {}, "in_msgs": {}, "out_msgs": {}, "send_works": [],
@@ -764,7 +766,7 @@ class PipelineExecutor:
         update's Taylor correction."""
         t, i = self._next_item
         v = S.version_of(self.schedule_name, self.num_stages, self.num_microbatches,
-                         self.topo.stage, t, i, self._sync_predicate())
+                         self.topo.stage, t, i, self._pred)
         taylor = [p.action.version for p in self._pending] \
             if self.optimizer.correction == "taylor" else []
         return min([v, *self._inflight_versions, *taylor])

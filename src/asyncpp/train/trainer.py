@@ -202,7 +202,6 @@ class Trainer:
                 log.error("%s", e)
             result.steps_done = step
             result.exit_code = 1
-            self._close()
             raise
         finally:
             self._close()
