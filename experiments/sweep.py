@@ -92,10 +92,10 @@ DEPTH_OPT = "muon"
 BASE_BATCH = 16  # train.batch_size of base.toml and small.toml
 BATCHES = (8, BASE_BATCH, 32)
 BATCH_OPT = "adamw"
-SEEDS = {"gpu135": (0,), "gpu": (0, 1), "lr": (0,), "flat": (0,), "7": (0,), "1": (0, 1, 2),
+SEEDS = {"efg": (0, 1, 2), "efg-beta": (0, 1), "efg-depth": (0, 1, 2), "gpu135": (0,), "gpu": (0, 1), "lr": (0,), "flat": (0,), "7": (0,), "1": (0, 1, 2),
          "3": (0, 1, 2), "2": (0, 1), "4": (0,), "5": (0, 1)}
 # Run after every table's SEEDS (more seeds where time allows).
-EXTRA_SEEDS = {"7": (1,), "2": (2,), "4": (1, 2), "5": (2,), "gpu": (2, 3, 4)}
+EXTRA_SEEDS = {"efg-beta": (2,), "7": (1,), "2": (2,), "4": (1, 2), "5": (2,), "gpu": (2, 3, 4)}
 TABLE_ORDER = ("lr", "1", "3", "2", "4", "5", "7")
 MITIGATIONS = _mitigations(STEPS)
 BASE, DEEP = "base.toml", "deep.toml"
@@ -204,6 +204,30 @@ def table_cells(table: str) -> list[Cell]:
         for o, lr in lower.items():
             for m in MODES:
                 out.append(_cell(f"{o}-{m}-lr{lr:g}", o, {**MODES[m], "optimizer.lr": repr(lr)}))
+        return out
+    if table == "efg":
+        # Issue 20, the gap: EF(gamma*) (--delay.ef_gamma auto) beside Table 1's EF cells.
+        return [_cell(f"{o}-efg", o, GPU_MODES["efg"]) for o in ("muon", "adamw", "soap")]
+    if table == "efg-beta":
+        # Issue 20, Muon's beta sweep with EF and with EF(gamma*) (Table 2's sync/async cells
+        # are reused; beta = 0.95 is Table 1's muon-ef and the efg table's muon-efg).
+        out = []
+        for b in BETAS:
+            for m in ("ef", "efg"):
+                name = f"muon-{m}" if b == DEFAULT_BETA["muon"] else f"muon-{m}-beta{b:g}"
+                out.append(_cell(name, "muon", {**GPU_MODES[m], BETA_KEY["muon"]: repr(b)}))
+        return out
+    if table == "efg-depth":
+        # Issue 20, depth: the original PipeDream (stage delays P-1-s) with EF (gamma = 1) and
+        # per-stage EF(gamma*(beta, tau_s)), beside Table 4's uncorrected PipeDream and 2BW.
+        out = []
+        for P in (4, 8):
+            for m in ("ef", "efg"):
+                corr = {k: v for k, v in GPU_MODES[m].items() if k.startswith("delay.")}
+                out.append(_cell(f"deep-pipedream-P{P}-{m}", DEPTH_OPT, {
+                    "pipeline.schedule": "pipedream", "pipeline.stages": str(P),
+                    "pipeline.microbatches": "2", "pipeline.simulate": "true", **corr},
+                    "deep.toml"))
         return out
     if table == "flat":
         # Is the run long enough? The synchronous run at twice the steps (same schedule shape).
