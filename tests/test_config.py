@@ -104,6 +104,7 @@ BAD = [
     ({"data": {"source": "files"}}, "data.source='files' needs data.path"),
     ({"run": {"device": "tpu"}}, "run.device='tpu' is not allowed"),
     ({"data": {"vocab_size": 1000}}, "data.vocab_size=1000 exceeds model.vocab_size=512"),
+    ({"delay": {"spectral_drift": True}}, "set --delay.track_updates true"),
 ]
 
 
@@ -120,6 +121,11 @@ def test_world_size_must_divide_into_stages():
     validate(cfg, world_size=4)
     with pytest.raises(ConfigError, match="world size 3 is not divisible"):
         validate(cfg, world_size=3)
+    tracked = from_dict({"pipeline": {"schedule": "2bw", "stages": 2, "microbatches": 2},
+                         "delay": {"track_updates": True, "spectral_drift": True}})
+    validate(tracked, world_size=1)
+    with pytest.raises(ConfigError, match="spectral_drift needs every stage in one process"):
+        validate(tracked, world_size=2)
 
 
 def test_frozen():

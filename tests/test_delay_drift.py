@@ -187,3 +187,35 @@ def test_spectral_drift_is_t2s_drift_and_the_frobenius_ratio_can_understate_it()
     assert spec.mean() == pytest.approx(c)
     with pytest.raises(ValueError, match="track_updates"):
         SpectralDrift(lr).observe(DelayedOptimizer(torch.optim.SGD([W], lr=lr), delay=1))
+
+
+def test_spectral_drift_divides_each_update_by_its_own_lr():
+    """Under an lr schedule δ_n = ‖u⁽ⁿ⁾/η_n − u⁽ⁿ⁻¹⁾/η_{n−1}‖₂: a constant gradient under SGD
+    has constant u/η = −g, so a warm-up (η doubling) is no drift at all, while dividing the
+    difference by the current η would report ‖g‖₂/2; a changed gradient is measured in full."""
+    from asyncpp.delay.drift import SpectralDrift
+
+    W = torch.zeros(3, 3, dtype=torch.float64, requires_grad=True)
+    sgd = torch.optim.SGD([W], lr=0.1)
+    d = DelayedOptimizer(sgd, delay=0, track_updates=True)
+    spec = SpectralDrift(lambda g, p: sgd.param_groups[g]["lr"])
+    g = torch.diag(torch.tensor([3.0, 2.0, 1.0], dtype=torch.float64))
+    out = []
+    for lr, grad in ((0.1, g), (0.2, g), (0.2, 2 * g)):
+        sgd.param_groups[0]["lr"] = lr
+        W.grad = grad.clone()
+        d.step()
+        out.append(spec.observe(d))
+    assert out[0] is None
+    assert out[1] < 1e-14  # (dividing the difference by 0.2 would give ‖g‖₂/2 = 1.5)
+    assert out[2] == pytest.approx(3.0)  # ‖2g − g‖₂, at a constant lr
+    # state survives a reload (the next value is computed against the restored update)
+    W2 = torch.zeros(3, 3, dtype=torch.float64, requires_grad=True)
+    sgd2 = torch.optim.SGD([W2], lr=0.2)
+    d2 = DelayedOptimizer(sgd2, delay=0, track_updates=True)
+    spec2 = SpectralDrift(lambda g, p: sgd2.param_groups[g]["lr"])
+    spec2.load_state_dict(spec.state_dict(d), d2)
+    W2.grad = g.clone()
+    d2.step()
+    assert spec2.observe(d2) == pytest.approx(3.0)  # ‖g − 2g‖₂ = ‖g‖₂
+    assert spec2.values == [out[1], pytest.approx(3.0), pytest.approx(3.0)]

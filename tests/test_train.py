@@ -226,7 +226,7 @@ def test_non_finite_loss_stops_or_skips(tmp_path, cache, monkeypatch):
          delay={"correction": "taylor"}, optimizer={"weight_decay": 0.1}),
     dict(optimizer={"name": "muon", "lr": 0.02},
          pipeline={"schedule": "2bw", "stages": 2, "microbatches": 2},
-         delay={"correction": "ef", "track_updates": True}),
+         delay={"correction": "ef", "track_updates": True, "spectral_drift": True}),
 ], ids=["muon-2bw-ef", "adamw-pipedream3-taylor", "muon-2bw-ef-tracked"])
 def test_resume_gives_a_bit_identical_loss_sequence(tmp_path, cache, sections):
     train = {"steps": 10, "eval_every": 3, "checkpoint_every": 5}
@@ -241,11 +241,14 @@ def test_resume_gives_a_bit_identical_loss_sequence(tmp_path, cache, sections):
     assert loop.train(rest, resume=True).finished
     a, b = read_metrics(full.run_dir), read_metrics(part.run_dir)
     for key in ("train_loss", "grad_norm", "val_loss", "lr", "update_norm", "drift_norm",
-                "drift_ratio"):
+                "drift_ratio", "spectral_drift"):
         assert [r.get(key) for r in a] == [r.get(key) for r in b], key
     tracked = sections.get("delay", {}).get("track_updates", False)
+    if tracked:  # T2's drift on every step after the first, restored across the resume
+        assert all(r.get("spectral_drift", 0) > 0 for r in a[1:] if "train_loss" in r)
     summaries = [json.loads((c.run_dir / "summary.json").read_text()) for c in (full, part)]
-    for key in ("drift_ratio_mean", "drift_ratio_mean_second_half", "drift_updates"):
+    for key in ("drift_ratio_mean", "drift_ratio_mean_second_half", "drift_updates",
+                "spectral_drift_mean", "spectral_drift_mean_second_half"):
         assert (key in summaries[0]) == tracked
         assert summaries[0].get(key) == summaries[1].get(key), key
     sa = torch.load(ckpt_io.list_checkpoints(full.run_dir)[-1][1], weights_only=True)["model"]

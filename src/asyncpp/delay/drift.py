@@ -148,11 +148,15 @@ class DriftMeter:
 
 
 class SpectralDrift:
-    r"""T2's drift in its own norm: :math:`\delta_n = \max_i \|u^{(n)}_i - u^{(n-1)}_i\|_2/\eta_i`
-    over the matrices i of the observed :class:`DelayedOptimizer` (parameters with fewer than
-    two dimensions are skipped; 3-D stacks count per leading index), and its running mean
-    :math:`ar\delta` over n ≥ 1 (``u^{(-1)} = 0``: n = 0 has no predecessor and is left out,
-    as in :class:`DriftMeter`).
+    r"""T2's drift in its own norm: :math:`\delta_n = \max_i \|u^{(n)}_i/\eta^{(n)}_i -
+    u^{(n-1)}_i/\eta^{(n-1)}_i\|_2` over the matrices i of the observed
+    :class:`DelayedOptimizer` (parameters with fewer than two dimensions are skipped; 3-D stacks
+    count per leading index), and its running mean :math:`\bar\delta` over n ≥ 1 (n = 0 has
+    no predecessor and is left out, as in :class:`DriftMeter`). With a constant η this is
+    :math:`\|u^{(n)}_i - u^{(n-1)}_i\|_2/\eta_i` (computed so, bit for bit); under an lr
+    schedule each update is divided by the lr it was applied with, so a warm-up's growing step
+    is not counted as drift: for Muon :math:`u/\eta` is the orthogonalised momentum (the LMO
+    output T2's drift is about).
 
     Call :meth:`observe` after every ``step()`` of a ``track_updates=True`` optimizer that
     applied exactly one update per group (it reads ``last_applied``); it keeps one copy of the
@@ -185,17 +189,18 @@ class SpectralDrift:
             for p, u in zip(group["params"], ups):
                 if u is None or u.ndim < 2 or id(p) in dopt.stats_exclude:
                     continue
-                cur.append((g, p, u.detach().clone()))
+                cur.append((g, p, u.detach().clone(), self._lr(g, p)))
         first = self.prev is None
         out = None
         if not first:
-            prev = {id(p): u for _, p, u in self.prev}
+            prev = {id(p): (u, lr) for _, p, u, lr in self.prev}
             worst = 0.0
-            for g, p, u in cur:
-                d = u - prev.get(id(p), torch.zeros_like(u))
+            for _, p, u, lr in cur:
+                u0, lr0 = prev.get(id(p), (torch.zeros_like(u), lr))
+                # One division when the lr did not change: the constant-lr value, exactly.
+                d, scale = ((u - u0), lr) if lr0 == lr else (u / lr - u0 / lr0, 1.0)
                 mats = d.reshape(-1, d.shape[-2], d.shape[-1]).double()
-                worst = max(worst, float(torch.linalg.matrix_norm(mats, ord=2).max())
-                            / self._lr(g, p))
+                worst = max(worst, float(torch.linalg.matrix_norm(mats, ord=2).max()) / scale)
             out = worst
             self.values.append(worst)
         self.prev = cur
@@ -204,3 +209,27 @@ class SpectralDrift:
     def mean(self) -> float | None:
         """δ̄ over the observed updates n ≥ 1."""
         return sum(self.values) / len(self.values) if self.values else None
+
+    def state_dict(self, dopt: DelayedOptimizer) -> dict:
+        """The previous update (by group and position, so it survives a reload) and the
+        values so far: a resumed run reports the same δ_n as an uninterrupted one."""
+        where = {id(p): (g, i) for g, group in enumerate(dopt.param_groups)
+                 for i, p in enumerate(group["params"])}
+        prev = None if self.prev is None else [
+            (*where[id(p)], u, lr) for _, p, u, lr in self.prev]
+        return {"prev": prev, "values": list(self.values)}
+
+    def load_state_dict(self, state: dict, dopt: DelayedOptimizer) -> None:
+        self.values = list(state["values"])
+        self.prev = None if state["prev"] is None else [
+            (g, dopt.param_groups[g]["params"][i], u, lr) for g, i, u, lr in state["prev"]]
+
+
+def applied_lr(group: dict, p) -> float:
+    """The step size η an optimizer group applied to ``p``: Muon's shape-adjusted lr for its
+    matrices (:func:`asyncpp.optim.muon.adjusted_lr`), the group's lr otherwise."""
+    if group.get("use_muon"):
+        from ..optim.muon import adjusted_lr
+
+        return adjusted_lr(group["lr"], group.get("adjust_lr_fn"), p.shape)
+    return float(group["lr"])

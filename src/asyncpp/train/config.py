@@ -150,12 +150,16 @@ class OptimizerSection:
 
 @dataclass(frozen=True)
 class DelaySection:
-    correction: str = opt("none", "none, ef (error feedback) or taylor", choices=CORRECTIONS)
+    correction: str = opt("none", "none, ef (error feedback), taylor or nesterov (delay-aware "
+                          "Nesterov look-ahead, Ajanthan et al. 2025)", choices=CORRECTIONS)
     ef_gamma: str = opt("1", "EF(gamma): x(t+1) = x(t) - (1+g)u(t) + g u(t-1); a number g >= 0 "
                         "(1 = the paper's EF, 0 = none, tau = tau-scaled) or auto: T3's "
                         "g*(beta, tau) per stage (beta = momentum, or beta1 for Adam-type "
                         "optimizers, a heuristic there)")
     taylor_lambda: float = opt(0.1, "lambda of the Taylor (DC-ASGD) correction", lo=0.0)
+    nesterov_beta: str = opt("auto", "nesterov: beta of the look-ahead theta = x + c(x - x_prev), "
+                             "c = beta + ... + beta^(tau+1) per stage; auto (the optimizer's "
+                             "momentum, or beta1 for Adam-type optimizers) or a number in [0, 1)")
     sync_start: int = opt(0, "first N steps synchronous", lo=0)
     sync_cooldown: int = opt(0, "last N steps synchronous", lo=0)
     formulation: str = opt("gradient", "gradient (what the pipeline realises) or update",
@@ -163,6 +167,11 @@ class DelaySection:
     track_updates: bool = opt(False, "log the update norm and drift ||u_n - u_(n-1)|| per step "
                               "(metrics.jsonl) and their mean ratio (summary.json); costs one "
                               "parameter-sized buffer")
+    spectral_drift: bool = opt(False, "with track_updates, also log T2's drift in its own norm "
+                               "per step: delta = max over matrices ||u_n/lr_n - "
+                               "u_(n-1)/lr_(n-1)||_2 (metrics.jsonl: spectral_drift; "
+                               "summary.json: its mean); one SVD per matrix per update, one "
+                               "process only")
 
 
 @dataclass(frozen=True)
@@ -253,7 +262,7 @@ def _type_name(tp) -> str:
     return {int: "an integer", float: "a number", bool: "true or false", str: "a string"}[tp]
 
 
-NUMBER_OR_WORD = {"delay.ef_gamma"}
+NUMBER_OR_WORD = {"delay.ef_gamma", "delay.nesterov_beta"}
 """String fields that also take a TOML number (kept as its text)."""
 
 
@@ -491,6 +500,18 @@ def validate(cfg: Config, world_size: int | None = None) -> None:
                               f"not {dl.correction!r}; set the correction or leave ef_gamma at 1")
     elif dl.correction != "ef":
         raise ConfigError("delay.ef_gamma=auto applies to --delay.correction ef; set it")
+    if dl.nesterov_beta != "auto":
+        try:
+            nb = float(dl.nesterov_beta)
+        except ValueError:
+            nb = float("nan")
+        if not (math.isfinite(nb) and 0 <= nb < 1):
+            raise ConfigError(f"delay.nesterov_beta={dl.nesterov_beta!r} must be a number in "
+                              "[0, 1) or auto")
+        if dl.correction != "nesterov":
+            raise ConfigError(f"delay.nesterov_beta={dl.nesterov_beta} applies to "
+                              f"--delay.correction nesterov, not {dl.correction!r}; set the "
+                              "correction or leave nesterov_beta at auto")
     if dl.correction == "taylor" and dl.formulation != "gradient":
         raise ConfigError("delay.correction='taylor' modifies the stale gradient and needs "
                           "delay.formulation='gradient'")
@@ -505,6 +526,12 @@ def validate(cfg: Config, world_size: int | None = None) -> None:
     if world_size is not None and world_size > 1 and world_size % p.stages:
         raise ConfigError(f"the world size {world_size} is not divisible by pipeline.stages="
                           f"{p.stages}; launch a multiple of {p.stages} processes")
+    if dl.spectral_drift and not dl.track_updates:
+        raise ConfigError("delay.spectral_drift reads the updates delay.track_updates records; "
+                          "set --delay.track_updates true")
+    if dl.spectral_drift and world_size is not None and world_size > 1:
+        raise ConfigError("delay.spectral_drift needs every stage in one process (its maximum "
+                          "runs over all stages' matrices); use pipeline.simulate=true")
     if p.simulate and world_size is not None and world_size > 1:
         raise ConfigError("--simulate runs the pipeline in one process; launch without torchrun")
 

@@ -28,6 +28,7 @@ import torch
 
 from ..data import BatchSampler
 from ..delay import DriftMeter
+from ..delay.drift import SpectralDrift, applied_lr
 from ..models import build_model, stage_named_parameters
 from ..optim import clip_coefficient, scale_, squared_norm
 from . import checkpoint as ckpt_io
@@ -56,6 +57,7 @@ class SimulationBackend:
         self.has_validation = data.val is not None
         self.next_step = 0
         self.meter = None
+        self.spectral: list[SpectralDrift] = []
 
     def barrier(self) -> None:
         pass
@@ -80,6 +82,9 @@ class SimulationBackend:
         self.sampler = BatchSampler(self.data.train, cfg.train.batch_size, seed=cfg.run.seed)
         if cfg.delay.track_updates:
             self.meter = DriftMeter.for_optimizers(self.dopts, cfg.train.steps * self.k)
+        if cfg.delay.spectral_drift:
+            self.spectral = [SpectralDrift(lambda g, p, d=d: applied_lr(d.param_groups[g], p))
+                             for d in self.dopts]
         start = 0
         if ckpt is not None:
             model.load_state_dict(ckpt["model"])
@@ -87,6 +92,8 @@ class SimulationBackend:
                 d.load_state_dict(to_device(state, device))
             if self.meter is not None:
                 self.meter.load_state_dict(ckpt["drift"])
+            for sp, d, state in zip(self.spectral, self.dopts, ckpt.get("spectral", [])):
+                sp.load_state_dict(state, d)
             self.sampler.load_state_dict(ckpt["sampler"])
             ckpt_io.set_rng_state(ckpt["rng"])
             start = int(ckpt["step"])
@@ -128,7 +135,7 @@ class SimulationBackend:
             loss = torch.zeros((), dtype=torch.float64, device=self.device)
             aux = torch.zeros((), dtype=torch.float64, device=self.device) \
                 if model.config.is_moe else None
-            sqs, skipped = [], False
+            sqs, skipped, spectral = [], False, []
             for group in groups:
                 n = len(group)
                 model.set_aux_loss_scale(1.0 / n)
@@ -158,11 +165,15 @@ class SimulationBackend:
                 for d in self.dopts:
                     d.step()
                     d.zero_grad(set_to_none=True)
+                if self.spectral:
+                    got = [sp.observe(d) for sp, d in zip(self.spectral, self.dopts)]
+                    if all(v is not None for v in got):
+                        spectral.append(max(got))
             if t == cfg.train.steps - 1:  # the run's end: apply what is pending, as a drain
                 self.finish()
             drift = self.meter.collect(self.dopts) if self.meter is not None else []
             self.next_step = t + 1
-            yield StepOut(t, loss, torch.stack(sqs), aux, drift, skipped)
+            yield StepOut(t, loss, torch.stack(sqs), aux, drift, skipped, spectral)
             t += 1
 
     # -- metrics -----------------------------------------------------------------------------
@@ -177,7 +188,7 @@ class SimulationBackend:
         rows = torch.stack(cols).tolist()  # the one host synchronisation of the interval
         values = []
         for o, r in zip(outs, rows):
-            v = {"loss": r[0], "grad_sq": r[1:-1], "drift": o.drift}
+            v = {"loss": r[0], "grad_sq": r[1:-1], "drift": o.drift, "spectral": o.spectral}
             if o.aux is not None:
                 v["aux"] = r[-1]
             values.append(v)
@@ -203,11 +214,21 @@ class SimulationBackend:
             "step": step, "config": config, "model": self.model.state_dict(),
             "optimizers": [d.state_dict() for d in self.dopts],
             "sampler": self.batches.state_dict(), "rng": ckpt_io.rng_state(),
-            **({"drift": self.meter.state_dict()} if self.meter is not None else {})},
+            **({"drift": self.meter.state_dict()} if self.meter is not None else {}),
+            **({"spectral": [sp.state_dict(d) for sp, d in zip(self.spectral, self.dopts)]}
+               if self.spectral else {})},
             keep=self.cfg.train.keep_checkpoints)
 
     def summary_fields(self) -> dict:
-        return self.meter.summary() if self.meter is not None else {}
+        out = self.meter.summary() if self.meter is not None else {}
+        if self.spectral:
+            # Every stage sees every update, so the per-update maximum is over all of them:
+            # recompute it from the stages' series (identical lengths).
+            series = [max(vs) for vs in zip(*(sp.values for sp in self.spectral))]
+            half = series[len(series) // 2:]
+            out["spectral_drift_mean"] = sum(series) / len(series) if series else None
+            out["spectral_drift_mean_second_half"] = sum(half) / len(half) if half else None
+        return out
 
     def export(self):
         if not self.cfg.train.export:

@@ -17,7 +17,9 @@ class StepOut:
     ``loss``: 0-dim (None where this rank does not see the loss); ``grad_sq``: one squared
     gradient norm per update of the step (this rank's share under torchrun); ``aux``: MoE
     load-balancing loss (0-dim) or None; ``drift``: (U², D²) per update with
-    ``delay.track_updates``; ``skipped``: a non-finite step skipped (``on_nonfinite=skip``).
+    ``delay.track_updates``; ``spectral``: T2's δ_n per update with
+    ``delay.spectral_drift`` (host floats); ``skipped``: a non-finite step skipped
+    (``on_nonfinite=skip``).
     """
 
     step: int
@@ -26,6 +28,7 @@ class StepOut:
     aux: torch.Tensor | None = None
     drift: list = field(default_factory=list)
     skipped: bool = False
+    spectral: list = field(default_factory=list)
 
 
 class Prefetcher:

@@ -315,6 +315,8 @@ class Trainer:
                 rec["skipped"] = True
             if v.get("drift"):
                 rec.update(be.meter.step_record(v["drift"]))
+            if v.get("spectral"):
+                rec["spectral_drift"] = sum(v["spectral"]) / len(v["spectral"])
             if self.result.first_train_loss is None and t == 0:
                 self.result.first_train_loss = loss
             self.result.final_train_loss = loss
