@@ -92,7 +92,9 @@ DEPTH_OPT = "muon"
 BASE_BATCH = 16  # train.batch_size of base.toml and small.toml
 BATCHES = (8, BASE_BATCH, 32)
 BATCH_OPT = "adamw"
-SEEDS = {"efg": (0, 1, 2), "efg-beta": (0, 1), "efg-depth": (0, 1, 2), "gpu135": (0,), "gpu": (0, 1), "lr": (0,), "flat": (0,), "7": (0,), "1": (0, 1, 2),
+SEEDS = {"h1": (0, 1), "h3-tune": (0,), "h3": (0, 1), "h4": (0, 1),
+         "efg": (0, 1, 2), "efg-beta": (0, 1), "efg-depth": (0, 1, 2),
+         "gpu135": (0,), "gpu": (0, 1), "lr": (0,), "flat": (0,), "7": (0,), "1": (0, 1, 2),
          "3": (0, 1, 2), "2": (0, 1), "4": (0,), "5": (0, 1)}
 # Run after every table's SEEDS (more seeds where time allows).
 EXTRA_SEEDS = {"efg-beta": (2,), "7": (1,), "2": (2,), "4": (1, 2), "5": (2,), "gpu": (2, 3, 4)}
@@ -229,6 +231,46 @@ def table_cells(table: str) -> list[Cell]:
                     "pipeline.microbatches": "2", "pipeline.simulate": "true", **corr},
                     "deep.toml"))
         return out
+    if table == "h1":
+        # Issue 21, H1 (and H2's grid): every mode at lr*/8, lr*/4, lr*/2 (lr* = Table 1's
+        # cells). Muon's AdamW side (embeddings, norms) is scaled with it: the whole step.
+        lrs = load_lrs()
+        out = []
+        for o in H1_OPTIMIZERS:
+            for f in LR_FRACTIONS:
+                scaled = {"optimizer.lr": repr(lrs[o] * f)}
+                if o == "muon":
+                    scaled["optimizer.adamw_lr"] = repr(MUON_ADAMW_LR * f)
+                for m in MODES:
+                    out.append(_cell(f"{o}-{m}-lrx{f:g}", o, {**MODES[m], **scaled,
+                                                               **SPECTRAL}))
+        return out
+    if table == "h3-tune":
+        # Issue 21, H3 phase 1: the synchronous lr re-tuned per beta over lr* x {1/2, 1, 2}
+        # (seed 0; lr* x 1 is Table 2's cell, reused).
+        lrs, out = load_lrs(), []
+        for o in ("muon", "adamw"):
+            for b in BETAS:
+                for f in H3_FACTORS:
+                    name = f"{o}-sync-beta{b:g}-lrx{f:g}"
+                    out.append(_cell(name, o, {**MODES["sync"], BETA_KEY[o]: repr(b),
+                                               **_scaled_lr(o, lrs, f)}))
+        return out
+    if table == "h3":
+        # Issue 21, H3 phase 2: sync and async at each beta's re-tuned lr, T2's drift logged.
+        lrs, out = load_lrs(), []
+        for o in ("muon", "adamw"):
+            for b in BETAS:
+                f = h3_choice(o, b)
+                for m in ("sync", "async"):
+                    out.append(_cell(f"{o}-{m}-beta{b:g}-tuned", o, {
+                        **MODES[m], BETA_KEY[o]: repr(b), **_scaled_lr(o, lrs, f), **SPECTRAL}))
+        return out
+    if table == "h4":
+        # Issue 21, H4: the same runs 2x and 4x longer (the lr schedule stretched with them).
+        return [_cell(f"{o}-{m}-steps{n * STEPS}", o, {**MODES[m], "train.steps": str(n * STEPS),
+                                                        **SPECTRAL})
+                for n in (2, 4) for o in ("adamw", "muon") for m in MODES]
     if table == "flat":
         # Is the run long enough? The synchronous run at twice the steps (same schedule shape).
         return [_cell(f"{o}-sync-long", o, {**MODES["sync"], "train.steps": str(2 * STEPS)})
@@ -241,6 +283,33 @@ def table_cells(table: str) -> list[Cell]:
         return [_cell(f"gpu135-{o}-{m}", o, {**MODES[m], **lr[o]}, "gpu135.toml")
                 for o in ("muon", "adamw") for m in MODES]
     raise ValueError(f"unknown table {table!r}; choose from {', '.join(TABLE_ORDER)}")
+
+
+H1_OPTIMIZERS = ("adamw", "muon", "adan", "soap")
+LR_FRACTIONS = (0.125, 0.25, 0.5)
+H3_FACTORS = (0.5, 1.0, 2.0)
+MUON_ADAMW_LR = 3e-3  # optimizer.adamw_lr's default: Muon's AdamW side in every table
+SPECTRAL = {"delay.spectral_drift": "true"}  # T2's drift (issue 21 tables)
+
+
+def _scaled_lr(o: str, lrs: dict, f: float) -> dict[str, str]:
+    out = {"optimizer.lr": repr(lrs[o] * f)}
+    if o == "muon":
+        out["optimizer.adamw_lr"] = repr(MUON_ADAMW_LR * f)
+    return out
+
+
+def h3_choice(o: str, b: float) -> float:
+    """H3's lr factor for (optimizer, beta): argmin over H3_FACTORS of the synchronous seed-0
+    final validation loss (table h3-tune; diverged = +inf)."""
+    scored = []
+    for f in H3_FACTORS:
+        path = result_path(RESULTS, f"{o}-sync-beta{b:g}-lrx{f:g}", 0)
+        if not path.is_file():
+            raise ValueError(f"table h3 needs h3-tune's {path.name}; run --tables h3-tune first")
+        v = json.loads(path.read_text())["final"].get("val_loss")
+        scored.append((v if v is not None and math.isfinite(v) else math.inf, f))
+    return min(scored)[1]
 
 
 def result_path(results: Path, cell: str, seed: int) -> Path:
