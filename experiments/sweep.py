@@ -384,11 +384,19 @@ def build_config(cell: Cell, seed: int, run_dir: Path, lrs: dict | None, extra: 
 
 def _drift(summary: dict, records: list[dict]) -> dict:
     """The run's drift from asyncpp-train's ``--delay.track_updates`` outputs: ρ̄ (summary.json)
-    and every 5th logged per-step ratio (metrics.jsonl)."""
+    and every 5th logged per-step ratio (metrics.jsonl); with ``--delay.spectral_drift`` also
+    T2's δ̄ and every 5th δ_n (``spectral_*``)."""
     per = [(r["step"], r["drift_ratio"]) for r in records if "drift_ratio" in r]
-    return {"mean": summary.get("drift_ratio_mean"),
-            "mean_second_half": summary.get("drift_ratio_mean_second_half"),
-            "steps": [st for st, _ in per[::5]], "rho": [v for _, v in per[::5]]}
+    out = {"mean": summary.get("drift_ratio_mean"),
+           "mean_second_half": summary.get("drift_ratio_mean_second_half"),
+           "steps": [st for st, _ in per[::5]], "rho": [v for _, v in per[::5]]}
+    spec = [(r["step"], r["spectral_drift"]) for r in records if "spectral_drift" in r]
+    if spec:  # --delay.spectral_drift: T2's drift delta in its own norm
+        out.update(spectral_mean=summary.get("spectral_drift_mean"),
+                   spectral_mean_second_half=summary.get("spectral_drift_mean_second_half"),
+                   spectral_steps=[st for st, _ in spec[::5]],
+                   spectral=[v for _, v in spec[::5]])
+    return out
 
 
 def train_command(cell: Cell, over: dict[str, str]) -> list[str]:
