@@ -148,7 +148,7 @@ def test_bad_delay(delay):
 
 
 def test_bad_settings():
-    with pytest.raises(ValueError, match=r"'foo'; allowed: \('none', 'ef', 'taylor'\)"):
+    with pytest.raises(ValueError, match=r"'foo'; allowed: \('none', 'ef', 'taylor', 'nesterov'\)"):
         DelayedOptimizer(_sgd(), correction="foo")
     with pytest.raises(ValueError, match=r"'bar'; allowed: \('gradient', 'update'\)"):
         DelayedOptimizer(_sgd(), formulation="bar")

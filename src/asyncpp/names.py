@@ -3,7 +3,7 @@ configuration can validate before anything heavy is imported)."""
 
 OPTIMIZERS = ("adamw", "muon", "soap", "adan", "lion", "mars")
 """``build_optimizer`` names, the values of ``optimizer.name``."""
-CORRECTIONS = ("none", "ef", "taylor")
+CORRECTIONS = ("none", "ef", "taylor", "nesterov")
 """``DelayedOptimizer`` corrections, the values of ``delay.correction``."""
 FORMULATIONS = ("gradient", "update")
 """``DelayedOptimizer`` delay formulations, the values of ``delay.formulation``."""

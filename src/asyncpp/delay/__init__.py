@@ -9,8 +9,10 @@ from .delayed_optimizer import (
 )
 from .drift import DriftMeter
 from .ef_gamma import critical_p, group_beta, optimal_ef_gamma, resolve_ef_gamma
+from .nesterov import lookahead_coefficient, resolve_nesterov
 from .schedule import DelaySchedule
 
 __all__ = ["CORRECTIONS", "FORMULATIONS", "DelayedOptimizer", "DelaySchedule", "DriftMeter",
-           "critical_p", "group_beta", "optimal_ef_gamma", "resolve_ef_gamma",
+           "critical_p", "group_beta", "lookahead_coefficient", "optimal_ef_gamma",
+           "resolve_ef_gamma", "resolve_nesterov",
            "taylor_compensate"]

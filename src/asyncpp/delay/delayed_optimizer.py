@@ -32,6 +32,13 @@ for the drift statistic, so turning it on never changes a trajectory). Summing t
 :math:`x_t + \gamma u^{(t-1)}` follows the plain sequence: EF(γ) ends γ updates *ahead* of the
 plain delayed sequence (it extrapolates); neither a cooldown nor :meth:`flush` takes that back.
 
+Nesterov look-ahead (``correction="nesterov"``, after Ajanthan et al., ICML 2025; see
+:mod:`asyncpp.delay.nesterov`): the gradient is taken at
+:math:`\theta_t = x_t + c(x_t - x_{t-1})` of the plain delayed sequence x, with
+:math:`c = c_\tau(\beta) = \sum_{k=1}^{\tau+1}\beta^k`; on the stored weights θ that is the
+EF(γ) recursion with γ = c, :math:`\theta_{t+1} = \theta_t - (1+c)u^{(t)} + c\,u^{(t-1)}`,
+applied by the same code.
+
 Taylor compensation (``correction="taylor"``, DC-ASGD):
     :math:`\hat g = g + \lambda\, g\odot g\odot(x_\text{now} - x_\text{stale})`,
 which needs the weights the gradient was computed on (one copy per pending gradient).
@@ -74,6 +81,7 @@ from torch.optim import Optimizer
 
 from ..names import CORRECTIONS, FORMULATIONS  # one source, shared with the configuration
 from .ef_gamma import resolve_ef_gamma
+from .nesterov import resolve_nesterov
 from .schedule import DelaySchedule
 
 
@@ -84,13 +92,19 @@ class DelayedOptimizer:
         optimizer: any ``torch.optim.Optimizer``.
         delay: an integer τ ≥ 0, or one integer per parameter group (original PipeDream:
             group s of P holds stage s and gets τ_s = P−1−s).
-        correction: ``"none"``, ``"ef"`` (update-level Error Feedback) or ``"taylor"``.
+        correction: ``"none"``, ``"ef"`` (update-level Error Feedback), ``"taylor"`` or
+            ``"nesterov"`` (delay-aware Nesterov look-ahead, :mod:`asyncpp.delay.nesterov`).
         ef_gamma: γ of EF(γ), :math:`x_{t+1} = x_t - (1+\gamma)u^{(t)} + \gamma u^{(t-1)}`: a
             number ≥ 0 (default 1, the paper's EF), one number per parameter group, or
             ``"auto"`` (γ*(β_g, τ_g) per group, β_g read from the group's ``momentum``, or
             ``betas[0]`` for the Adam family, Lion, SOAP, ... — a heuristic outside T3's
             model). The resolved values are ``ef_gammas``. Only meaningful with
             ``correction="ef"``: any other value than 1 with another correction is an error.
+        nesterov_beta: β of the Nesterov look-ahead
+            :math:`\theta = x + c_\tau(\beta)(x - x_{prev})`,
+            :math:`c_\tau(\beta) = \sum_{k=1}^{\tau+1}\beta^k` per group: ``"auto"`` (the
+            group's momentum / β₁), a number in [0, 1) or one per group. Only meaningful with
+            ``correction="nesterov"``.
         taylor_lambda: λ of the Taylor correction.
         sync_start, sync_cooldown, total_steps: synchronous windows (see module docstring).
         formulation: ``"gradient"`` or ``"update"`` (see module docstring).
@@ -106,6 +120,7 @@ class DelayedOptimizer:
         correction: str = "none",
         *,
         ef_gamma: float | Sequence[float] | str = 1.0,
+        nesterov_beta: float | Sequence[float] | str = "auto",
         taylor_lambda: float = 0.1,
         sync_start: int = 0,
         sync_cooldown: int = 0,
@@ -140,9 +155,24 @@ class DelayedOptimizer:
                 f"ef_gamma={ef_gamma!r} applies only to correction='ef' (this wrapper has "
                 f"correction={correction!r}); leave ef_gamma at 1 or use correction='ef'"
             )
-        #: γ of EF(γ) per parameter group (floats; ``"auto"`` resolved at construction)
-        self.ef_gammas: tuple[float, ...] = resolve_ef_gamma(
-            ef_gamma, optimizer.param_groups, self.schedule.delays)
+        if correction != "nesterov" and not (isinstance(nesterov_beta, str)
+                                              and nesterov_beta.strip().lower() == "auto"):
+            raise ValueError(
+                f"nesterov_beta={nesterov_beta!r} applies only to correction='nesterov' (this "
+                f"wrapper has correction={correction!r}); leave it at 'auto' or use "
+                "correction='nesterov'"
+            )
+        #: γ of EF(γ) per parameter group (floats; ``"auto"`` resolved at construction). Under
+        #: ``correction="nesterov"`` it holds the look-ahead coefficients c_τ(β) of
+        #: :mod:`asyncpp.delay.nesterov`: the applied recursion is the same.
+        if correction == "nesterov":
+            self.ef_gammas: tuple[float, ...] = resolve_nesterov(
+                nesterov_beta, optimizer.param_groups, self.schedule.delays)
+        else:
+            self.ef_gammas = resolve_ef_gamma(
+                ef_gamma, optimizer.param_groups, self.schedule.delays)
+        # EF and the Nesterov look-ahead both run x ← x − (1+γ)u + γu_prev on delayed steps
+        self._extrapolates = correction in ("ef", "nesterov")
         self.taylor_lambda = float(taylor_lambda)
         self.formulation = formulation
         self.track_updates = track_updates
@@ -272,7 +302,7 @@ class DelayedOptimizer:
         """One wrapped-optimizer step over the groups in ``active`` (group → was delayed)."""
         groups = self.optimizer.param_groups
         need_u = {g for g, delayed in active.items()
-                  if (delayed and self.correction == "ef") or self.track_updates}
+                  if (delayed and self._extrapolates) or self.track_updates}
         before = {g: [p.detach().clone() if p.grad is not None else None
                       for p in groups[g]["params"]] for g in need_u}
         with self._only_groups(sorted(active)):
@@ -288,7 +318,7 @@ class DelayedOptimizer:
                 torch._foreach_sub_([updates[i] for i in idx], xs)
             delayed = active[g]
             gam = self.ef_gammas[g]
-            if delayed and self.correction == "ef" and gam != 0.0:
+            if delayed and self._extrapolates and gam != 0.0:
                 # x_{t+1} = x_t - (1+γ)u + γ u_prev = (x_t - u) - γu + γu_prev; γ = 1 keeps the
                 # original alpha-free ops (bit for bit), γ = 0 skips them (exactly "none").
                 prev = self.prev_update[g]
@@ -307,10 +337,10 @@ class DelayedOptimizer:
                             torch._foreach_add_([params[i].detach() for i in back],
                                                 [prev[i] for i in back], alpha=gam)
             self._record(g, updates)
-            if delayed and self.correction == "ef":
+            if delayed and self._extrapolates:
                 self.prev_update[g] = updates
         for g, delayed in active.items():
-            if not (delayed and self.correction == "ef"):
+            if not (delayed and self._extrapolates):
                 self.prev_update[g] = None
 
     def _apply_updates(self, g: int, entry: list, delayed: bool) -> None:
@@ -318,7 +348,7 @@ class DelayedOptimizer:
         params = self.optimizer.param_groups[g]["params"]
         prev = self.prev_update[g]
         gam = self.ef_gammas[g]
-        ef = delayed and self.correction == "ef"
+        ef = delayed and self._extrapolates
         for i, (p, u) in enumerate(zip(params, entry)):
             if u is None:
                 continue
@@ -330,7 +360,7 @@ class DelayedOptimizer:
                 else:
                     p.add_(prev[i], alpha=gam)
         self._record(g, entry)
-        self.prev_update[g] = entry if (delayed and self.correction == "ef") else None
+        self.prev_update[g] = entry if (delayed and self._extrapolates) else None
 
     def _record(self, g: int, updates: list) -> None:
         if not self.track_updates:

@@ -101,6 +101,9 @@ def build_stage_optimizer(cfg: Config, named_params, stage: int,
     gamma = d.ef_gamma if d.ef_gamma == "auto" else float(d.ef_gamma)
     return DelayedOptimizer(opt, delay=cfg.stage_delays()[stage], correction=d.correction,
                             **({"ef_gamma": gamma} if d.correction == "ef" else {}),
+                            **({"nesterov_beta": d.nesterov_beta if d.nesterov_beta == "auto"
+                                else float(d.nesterov_beta)}
+                               if d.correction == "nesterov" else {}),
                             taylor_lambda=d.taylor_lambda, sync_start=d.sync_start,
                             sync_cooldown=d.sync_cooldown, total_steps=cfg.train.steps,
                             formulation=d.formulation, track_updates=d.track_updates)
