@@ -10,7 +10,8 @@ Modules (one per result; each exposes ``statement``, ``result`` and numeric ``bo
 * :mod:`theory.stability` — T3, exact critical step sizes on quadratics;
 * :mod:`theory.variable_delay` — T4, per-stage delays (PipeDream vs 2BW);
 * :mod:`theory.muon_cycle` — MC, delayed Muon's limit cycle on a quadratic (Muon's T3);
-* :mod:`theory.taylor` — TC, what the Taylor (DC-ASGD) compensation guarantees on a quadratic.
+* :mod:`theory.taylor` — TC, what the Taylor (DC-ASGD) compensation guarantees on a quadratic;
+* :mod:`theory.nesterov` — T3[Nesterov], the Nesterov delay correction's critical step.
 
 ``python -m theory`` checks every step of every result and exits non-zero on a failure.
 """
@@ -20,11 +21,19 @@ from __future__ import annotations
 
 def all_results() -> list:
     """Every result, in the order ``python -m theory`` reports them."""
-    from . import delayed_lmo, error_feedback, muon_cycle, stability, taylor, variable_delay
+    from . import (
+        delayed_lmo,
+        error_feedback,
+        muon_cycle,
+        nesterov,
+        stability,
+        taylor,
+        variable_delay,
+    )
 
     return [delayed_lmo.result(False), delayed_lmo.result(True),
             error_feedback.result(False), error_feedback.result(True),
-            *stability.results(),
+            *stability.results(), nesterov.result(),
             variable_delay.result(False), variable_delay.result(True),
             muon_cycle.result(), taylor.result()]
 

@@ -222,3 +222,29 @@ class EFGammaMisapplied(System):
 
 
 EF_GAMMA_MUTANT = EFGammaMisapplied()
+
+
+class _NesterovDelayBlind(DelayedOptimizer):
+    """The Nesterov correction with NAG's undelayed look-ahead κ = β for every delay (the
+    look-ahead *not* modified for the staleness) instead of κ_τ(β) = β + … + β^{τ+1}."""
+
+    def __init__(self, optimizer, delay=1, correction="nesterov", **kw):
+        super().__init__(optimizer, delay, correction, **kw)
+        from asyncpp.delay.ef_gamma import group_beta
+
+        self.ef_gammas = tuple(group_beta(g)[0] if d > 0 else 0.0
+                               for g, d in zip(optimizer.param_groups, self.schedule.delays))
+
+
+class NesterovDelayBlind(System):
+    """Caught by the Nesterov stability property (``verify/test_nesterov.py``); its probes
+    run ``correction="nesterov"``, so it is kept out of :data:`MUTANTS`."""
+
+    name = "nesterov_delay_blind"
+
+    def delayed(self, opt, delay, correction="none", track_updates=False, ef_gamma=1.0):
+        return _NesterovDelayBlind(opt, delay=delay, correction="nesterov",
+                                   track_updates=track_updates)
+
+
+NESTEROV_MUTANT = NesterovDelayBlind()
