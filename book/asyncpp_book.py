@@ -1,7 +1,7 @@
 """Helpers shared by the book's executed pages: where the data files are, how to load them.
 
 The book retypes nothing: equations come from ``theory/``, numbers from the verify report and
-``experiments/results/``, timelines from ``asyncpp.pipeline``. These helpers only locate and
+``experiments/<tier>/results/``, timelines from ``asyncpp.pipeline``. These helpers only locate and
 load those sources; when a source does not exist yet they say so instead of inventing data.
 """
 
@@ -40,8 +40,9 @@ def load_verify_report() -> dict | None:
 
 
 def experiment_result_paths() -> list[Path]:
-    """Every committed result file ``experiments/results/*.json``, sorted by name."""
-    return sorted((repo_root() / "experiments" / "results").glob("*.json"))
+    """Every committed result file of the tiny tier, ``experiments/tiny/results/*.json``,
+    sorted by name."""
+    return sorted((repo_root() / "experiments" / "tiny" / "results").glob("*.json"))
 
 
 def load_experiment_results() -> dict[str, dict]:

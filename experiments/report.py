@@ -1,5 +1,6 @@
 r"""Every table (Markdown, ``tables.md``) and figure (PNG, ``figures/``) of the CPU-scale
-reproduction, from the results JSON only (``results/<cell>-seed<k>.json``, see sweep.py).
+reproduction, from the results JSON only (``<tier>/results/<cell>-seed<k>.json``, see
+sweep.py).
 
 Definitions (per seed s, paired: the same seed means the same initialisation and data order):
 
@@ -13,8 +14,10 @@ cells compared. Values are mean ± sample standard deviation over seeds (n shown
 :math:`\bar\rho = \text{mean}_t \|u^{(t)} - u^{(t-1)}\| / \|u^{(t)}\|` of the async run (the
 quantity of theorem T2, ``theory/error_feedback.py``).
 
-Usage: ``python experiments/report.py [--tier tiny|small] [--results DIR] [--out DIR]``; the
-tiny tier writes ``experiments/tables.md``, the small tier ``experiments/small/tables.md``.
+Usage: ``python experiments/report.py [--tier tiny|small|gpu] [--results DIR] [--out DIR]``;
+every tier writes ``experiments/<tier>/tables.md`` and ``experiments/<tier>/figures/`` from
+``experiments/<tier>/results/`` (a :class:`sweep.Tier`, passed explicitly to every table that
+depends on the tier).
 """
 
 from __future__ import annotations
@@ -122,19 +125,19 @@ def lr_of(R, cell: str) -> str:
 
 
 # -- tables ------------------------------------------------------------------------------------
-def table_lr(R) -> str:
-    k = max(len(g) for g in sweep.LR_GRID.values())
+def table_lr(R, tier: sweep.Tier) -> str:
+    k = max(len(g) for g in tier.lr_grid.values())
     lines = ["| optimizer | " + " | ".join(f"lr #{i + 1}" for i in range(k)) + " | chosen |",
              "| --- " * (k + 2) + "|"]
     for o in sweep.OPTIMIZERS:
         cells, scores = [], []
-        for lr in sweep.LR_GRID[o]:
+        for lr in tier.lr_grid[o]:
             v = list(vals(R, f"lr-{o}-{lr:g}").values())
             cells.append(f"{lr:g}: {fmt(v)}")
             if v:
                 scores.append((v[0], lr))
         cells += [""] * (k - len(cells))
-        best = f"{min(scores)[1]:g}" if len(scores) == len(sweep.LR_GRID[o]) else "—"
+        best = f"{min(scores)[1]:g}" if len(scores) == len(tier.lr_grid[o]) else "—"
         lines.append(f"| {LABEL[o]} | " + " | ".join(cells) + f" | {best} |")
     return "\n".join(lines)
 
@@ -245,14 +248,14 @@ def table2(R) -> str:
     return "\n".join(lines)
 
 
-def table3(R) -> str:
+def table3(R, tier: sweep.Tier) -> str:
     lines = ["| optimizer | variant | val loss | gap to sync | share of the gap recovered |",
              "| --- | --- | --- | --- | --- |"]
     for o in ("adamw", "muon"):
         s = f"{o}-sync"
         lines.append(f"| {LABEL[o]} | sync (reference) | {fmt(list(vals(R, s).values()))} "
                      "| 0 | — |")
-        for k in ("async", *sweep.MITIGATIONS):
+        for k in ("async", *tier.mitigations):
             c = f"{o}-{k}"
             rec = "0 % (by definition)" if k == "async" else _pct(
                 recovered(R, s, f"{o}-async", c))
@@ -274,11 +277,11 @@ def table4(R) -> str:
     return "\n".join(lines)
 
 
-def table5(R) -> str:
+def table5(R, tier: sweep.Tier) -> str:
     o = sweep.BATCH_OPT
     lines = ["| batch (sequences) | tokens/step | sync | async | gap async−sync |",
              "| --- | --- | --- | --- | --- |"]
-    seq = SEQ_LEN[sweep.TIER]
+    seq = tier.seq_len
     for b in sweep.BATCHES:
         suf = "" if b == sweep.BASE_BATCH else f"-bs{b}"
         s, a = f"{o}-sync{suf}", f"{o}-async{suf}"
@@ -300,7 +303,6 @@ def table7(R) -> str:
     return "\n".join(lines)
 
 
-SEQ_LEN = {"tiny": 64, "small": 128}  # data.seq_len of base.toml / small.toml
 LMO_METHODS = {"muon": "spectral-norm ball", "lion": "ℓ∞ ball (sign)"}
 
 
@@ -345,15 +347,14 @@ def _pearson(xs, ys) -> float:
     return sxy / (sx * sy) if sx and sy else float("nan")
 
 
-def _tokens_scale(overrides: dict) -> float:
+def _tokens_scale(overrides: dict, tier: sweep.Tier) -> float:
     """A cell's training tokens relative to the tier's base run (steps x batch)."""
-    base = sweep.TIERS[sweep.TIER]
-    steps = float(overrides.get("train.steps", base["STEPS"]))
+    steps = float(overrides.get("train.steps", tier.steps))
     batch = float(overrides.get("train.batch_size", sweep.BASE_BATCH))
-    return steps / base["STEPS"] * batch / sweep.BASE_BATCH
+    return steps / tier.steps * batch / sweep.BASE_BATCH
 
 
-def progress(R) -> str:
+def progress(R, tier: sweep.Tier) -> str:
     """Finished vs planned runs per table, and the run time still to spend: each run to do
     costs the median wall time per base-length run of its optimizer so far (scaled by its
     tokens; the median over all optimizers where none has finished)."""
@@ -366,16 +367,17 @@ def progress(R) -> str:
                 continue
             walls.append(w)
             cfg = r.get("overrides", {})
-            per_opt.setdefault(cfg.get("optimizer.name", "?"), []).append(w / _tokens_scale(cfg))
+            per_opt.setdefault(cfg.get("optimizer.name", "?"), []).append(
+                w / _tokens_scale(cfg, tier))
     med_all = statistics.median(w for ws in per_opt.values() for w in ws) if per_opt else None
     lines = ["| table | finished runs | planned runs | run time to do |",
              "| --- | --- | --- | --- |"]
     total_left = 0.0
-    for t in sweep.TABLE_ORDER:
-        todo = sweep.plan([t], None, None)
+    for t in tier.table_order:
+        todo = sweep.plan([t], None, None, tier)
         left = [c for c, s in todo if s not in R.get(c.name, {})]
         est = sum(statistics.median(per_opt.get(c.opt) or [med_all or 0.0])
-                  * _tokens_scale(c.overrides) for c in left) if med_all else 0.0
+                  * _tokens_scale(c.overrides, tier) for c in left) if med_all else 0.0
         total_left += est
         lines.append(f"| {t} | {len(todo) - len(left)} | {len(todo)} | "
                      f"{est / 3600:.1f} h |")
@@ -390,8 +392,9 @@ def progress(R) -> str:
 
 
 # -- figures -------------------------------------------------------------------------------------
-def figures(R, out: Path, pts) -> list[Path]:
-    """PNG figures; returns the paths written (none without matplotlib)."""
+def figures(R, out: Path, pts, tier: sweep.Tier) -> list[Path]:
+    """PNG figures of ``tier``'s tables into ``out``; returns the paths written (none without
+    matplotlib)."""
     try:
         import matplotlib
 
@@ -449,7 +452,7 @@ def figures(R, out: Path, pts) -> list[Path]:
 
     fig, ax = plt.subplots(figsize=(5, 4))
     for sched, lab in ((("2bw", "PipeDream-2BW"), ("pipedream", "PipeDream"))
-                       if "4" in sweep.TABLE_ORDER else ()):
+                       if "4" in tier.table_order else ()):
         xs, ys = [], []
         for P in sweep.DEPTHS:
             g = gap(R, "deep-sync", f"deep-{sched}-P{P}")
@@ -464,7 +467,7 @@ def figures(R, out: Path, pts) -> list[Path]:
     if ax.get_legend_handles_labels()[0]:
         ax.legend()
     fig.tight_layout()
-    if "4" in sweep.TABLE_ORDER:
+    if "4" in tier.table_order:
         made.append(out / "table4_depth.png")
         fig.savefig(made[-1], dpi=90)
     plt.close(fig)
@@ -494,8 +497,7 @@ _R_CACHE: dict[str, dict] = {}
 
 def _results_of(tier: str) -> dict:
     if tier not in _R_CACHE:
-        folder = {"tiny": "results", "small": "results-small"}[tier]
-        _R_CACHE[tier] = load_results(HERE / folder)
+        _R_CACHE[tier] = load_results(sweep.get_tier(tier).results)
     return _R_CACHE[tier]
 
 
@@ -726,9 +728,9 @@ def table_gpu_speed(R) -> str:
     return "\n".join(lines)
 
 
-def build_gpu_report(results: Path, out: Path) -> Path:
-    """``out/tables.md`` of the gpu tier (experiments/gpu/run.sh)."""
-    R = load_results(results)
+def build_gpu_report(tier: sweep.Tier) -> Path:
+    """``tier.tables`` of the gpu tier (experiments/gpu/run.sh)."""
+    R = load_results(tier.results)
     manifest = HERE / "gpu" / "corpus-manifest.json"
     corpus = "—"
     if manifest.is_file():
@@ -740,38 +742,34 @@ def build_gpu_report(results: Path, out: Path) -> Path:
                   f"({m['totals']['train_tokens']:,} training tokens)")
     md = ["# Tables of the GPU tier", "",
           "Generated by `python experiments/report.py --tier gpu` from "
-          "`experiments/results-gpu/*.json` only (written by `experiments/gpu/run.sh`). Corpus "
+          "`experiments/gpu/results/*.json` only (written by `experiments/gpu/run.sh`). Corpus "
           f"{corpus}; no run sees a token twice. Final validation loss, mean ± std over seeds "
           "(n); gaps paired by seed.", "",
           "## GPU tier — Table 1 at about 20 tokens per parameter", "", table_gpu_tier(R), "",
           "## Speed (one H200 shared by the runbook's workers)", "", table_gpu_speed(R), ""]
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "tables.md"
-    path.write_text("\n".join(md))
-    return path
+    tier.root.mkdir(parents=True, exist_ok=True)
+    tier.tables.write_text("\n".join(md))
+    return tier.tables
 
 
-def build_report(results: Path, out: Path) -> Path:
-    """Write ``out/tables.md`` and ``out/figures/*.png`` from ``results`` (the tables of the
-    tier :func:`sweep.set_tier` selected); returns tables.md."""
-    if sweep.TIER == "gpu":
-        return build_gpu_report(results, out)
-    R = load_results(results)
+def build_report(tier: sweep.Tier) -> Path:
+    """Write ``tier.tables`` and ``tier.figures/*.png`` from ``tier.results`` (the tables of
+    ``tier``); returns the tables.md written."""
+    if tier.name == "gpu":
+        return build_gpu_report(tier)
+    R = load_results(tier.results)
     t1, order = table1(R)
     t6, pts = table6(R)
     ordering = ", ".join(f"{LABEL[o]} {g:+.3f}" for o, g in order) or "—"
-    title = {"tiny": "CPU-scale reproduction", "small": "CPU reproduction, `small` tier"}
-    folder = {"tiny": "results", "small": "results-small"}[sweep.TIER]
-    tier_cmd = "" if sweep.TIER == "tiny" else f" --tier {sweep.TIER}"
     md = [
-        f"# Tables of the {title[sweep.TIER]}", "",
-        f"Generated by `python experiments/report.py{tier_cmd}` from "
-        f"`experiments/{folder}/*.json` only. "
+        f"# Tables of the {tier.title}", "",
+        f"Generated by `python experiments/report.py --tier {tier.name}` from "
+        f"`experiments/{tier.name}/results/*.json` only. "
         "Final validation loss, mean ± std over seeds (n); gaps are paired by seed; "
         "\"EF recovers\" = (async − corrected)/(async − sync) on the means over the seeds "
         "present in all three cells.", "",
-        "## Progress", "", progress(R), "",
-        "## Table 0 — synchronous learning-rate sweep (seed 0)", "", table_lr(R), "",
+        "## Progress", "", progress(R, tier), "",
+        "## Table 0 — synchronous learning-rate sweep (seed 0)", "", table_lr(R, tier), "",
         "## Table 1 — optimizers × {sync, async, async + EF}", "", t1, "",
         f"Gap ordering (largest first): {ordering}.", "",
         "Gap async − sync over training (validation loss at each evaluation):", "",
@@ -780,36 +778,35 @@ def build_report(results: Path, out: Path) -> Path:
         "enough that it has flattened):", "", table_flatness(R), "",
         "The paper (360M, FineWeb-Edu):", "", table_paper(), "",
         "## Table 2 — momentum", "", table2(R), "",
-        "## Table 3 — mitigations", "", table3(R), "",
+        "## Table 3 — mitigations", "", table3(R, tier), "",
     ]
-    if "4" in sweep.TABLE_ORDER:
+    if "4" in tier.table_order:
         md += ["## Table 4 — depth: PipeDream vs PipeDream-2BW", "", table4(R), ""]
-    md += ["## Table 5 — batch size (AdamW, same steps and lr)", "", table5(R), "",
+    md += ["## Table 5 — batch size (AdamW, same steps and lr)", "", table5(R, tier), "",
            "## Table 6 — theory meets practice: update drift vs EF", "", t6, ""]
-    if "7" in sweep.TABLE_ORDER:
+    if "7" in tier.table_order:
         md += ["## Table 7 — not in the paper: the gap at a lower learning rate", "",
                table7(R), ""]
     if any(c.startswith("gpu135-") for c in R):
         md += ["## GPU runbook — smollm-135m on one H200 (experiments/gpu/run_135m.sh)", "",
                table_gpu(R), ""]
-    out.mkdir(parents=True, exist_ok=True)
-    made = figures(R, out / "figures", pts)
-    if sweep.TIER == "small":
-        glance = glance_figure(R, out / "figures" / "glance.png")
+    tier.root.mkdir(parents=True, exist_ok=True)
+    made = figures(R, tier.figures, pts, tier)
+    if tier.name == "small":
+        glance = glance_figure(R, tier.figures / "glance.png")
         made += [glance] if glance else []
     if made:
         md += ["## Figures", ""] + [f"![{p.stem}](figures/{p.name})" for p in made] + [""]
-    path = out / "tables.md"
-    path.write_text("\n".join(md))
-    return path
+    tier.tables.write_text("\n".join(md))
+    return tier.tables
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description="tables.md and figures/ from the results JSON")
     ap.add_argument("--tier", default="tiny", choices=sorted(sweep.TIERS))
     ap.add_argument("--results", default=None, help="default: the tier's results folder")
-    ap.add_argument("--out", default=None, help="default: experiments/ (tiny), "
-                    "experiments/small/ (small), experiments/gpu/ (gpu)")
+    ap.add_argument("--out", default=None, help="folder of tables.md and figures/ (default: "
+                    "the tier's, experiments/<tier>/)")
     ap.add_argument("--fill-readme", action="store_true",
                     help="rewrite the marked numbers of experiments/README.md to their current "
                     "values (see number()) and exit")
@@ -823,10 +820,8 @@ def main(argv=None) -> int:
             print(f"{key}: {old} -> {new}")
         print(f"{len(stale)} number(s) updated in {readme}")
         return 0
-    sweep.set_tier(args.tier)
-    results = Path(args.results) if args.results else sweep.RESULTS
-    out = Path(args.out) if args.out else (HERE if args.tier == "tiny" else HERE / args.tier)
-    print(build_report(results, out))
+    tier = sweep.get_tier(args.tier).at(results=args.results, root=args.out)
+    print(build_report(tier))
     return 0
 
 

@@ -2,11 +2,13 @@ r"""Resumable runner of the CPU-scale reproduction (experiments/README.md).
 
 Every *cell* is one training configuration: a base TOML (``experiments/configs/``) plus a few
 ``--section.key`` overrides, exactly what ``asyncpp-train --config BASE --k v ...`` would run.
-Each (cell, seed) writes one file ``results/<cell>-seed<k>.json`` (config, seed, curves, final
-metrics, update drift), atomically (temp file + rename). A file that exists is a finished run and
-is skipped, so a sweep can be stopped at any time and continued by running the same command.
+Each (cell, seed) writes one file ``<tier>/results/<cell>-seed<k>.json`` (config, seed, curves,
+final metrics, update drift), atomically (temp file + rename). A file that exists is a finished
+run and is skipped, so a sweep can be stopped at any time and continued by running the same
+command.
 Several sweep processes may run at once: a run is claimed by an exclusive lock file
-(``results/.<cell>-seed<k>.lock``, holding the pid; a lock of a dead process is taken over).
+(``<tier>/results/.<cell>-seed<k>.lock``, holding the pid; a lock of a dead process is taken
+over).
 Stopping a sweep with SIGTERM (``kill``, ``pkill -f experiments/sweep.py``) or Ctrl-C stops its
 training subprocess and removes its run folder and lock; a folder left by a harder kill is
 removed the next time its (cell, seed) is claimed.
@@ -23,18 +25,27 @@ trajectory (DelayedOptimizer's contract, tested in tests/test_delay_closed_form.
 schedules run in one process through that exact simulation (``pipeline.simulate``), which
 tests/test_pipeline_multiprocess.py proves equal to the multi-process executor.
 
+Every tier (a model scale: ``tiny``, ``small``, ``gpu``) is one :class:`Tier` object, passed
+explicitly to everything that depends on it, and owns one folder with the same layout::
+
+    experiments/<tier>/results/<cell>-seed<k>.json   # one file per run (this script)
+    experiments/<tier>/tables.md                     # report.py --tier <tier>
+    experiments/<tier>/figures/*.png                 # report.py --tier <tier>
+
 Usage::
 
     python experiments/sweep.py --tables lr            # synchronous lr sweep (seed 0)
     python experiments/sweep.py --pick-lrs              # writes configs/lrs.toml (best val loss)
-    nohup python experiments/sweep.py --tables 1,3,2,4,5 > experiments/sweep.log 2>&1 &
+    nohup python experiments/sweep.py --tables 1,3,2,4,5 > experiments/logs/sweep.log 2>&1 &
     python experiments/sweep.py --list --tables 1       # cells and whether they are done
+    python experiments/sweep.py --tier small --tables 1 # the same on the small tier
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import hashlib
 import json
 import math
@@ -51,14 +62,12 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 CONFIGS = HERE / "configs"
-RESULTS = HERE / "results"
-LRS_FILE = CONFIGS / "lrs.toml"
 
 OPTIMIZERS = ("adamw", "muon", "soap", "adan", "lion", "mars")
 # Synchronous lr grid, centred on the usual small-model values; the first pass had 3 values
 # each and the optimum of every optimizer but Muon sat on the upper edge, so one more value
 # (x3 or x3.3) was added above for those (experiments/README.md).
-LR_GRID = {
+TINY_LR_GRID = {
     "adamw": (1e-3, 3e-3, 1e-2, 3e-2),
     "muon": (0.01, 0.02, 0.05),
     "soap": (1e-3, 3e-3, 1e-2, 3e-2),
@@ -66,7 +75,6 @@ LR_GRID = {
     "lion": (1e-4, 3e-4, 1e-3, 3e-3),
     "mars": (1e-3, 3e-3, 1e-2, 3e-2),
 }
-STEPS = 300  # of base.toml and deep.toml; the mitigation windows are 10 % of it
 MODES = {
     "sync": {"pipeline.schedule": "1f1b"},
     "async": {"pipeline.schedule": "2bw", "pipeline.simulate": "true"},
@@ -98,45 +106,87 @@ SEEDS = {"h1": (0, 1), "h3-tune": (0,), "h3": (0, 1), "h4": (0, 1),
          "3": (0, 1, 2), "2": (0, 1), "4": (0,), "5": (0, 1)}
 # Run after every table's SEEDS (more seeds where time allows).
 EXTRA_SEEDS = {"efg-beta": (2,), "7": (1,), "2": (2,), "4": (1, 2), "5": (2,), "gpu": (2, 3, 4)}
-TABLE_ORDER = ("lr", "1", "3", "2", "4", "5", "7")
-MITIGATIONS = _mitigations(STEPS)
-BASE, DEEP = "base.toml", "deep.toml"
-TIER = "tiny"
-# The `small` tier (experiments/README.md): the 4.0M-parameter model, one epoch of the corpus
-# per run. Its own results folder and lr file; the tiny tier's files are untouched.
-TIERS = {
-    "tiny": dict(STEPS=300, BASE="base.toml", DEEP="deep.toml", RESULTS=HERE / "results",
-                 LRS_FILE=CONFIGS / "lrs.toml", LR_GRID=dict(LR_GRID), TABLE_ORDER=TABLE_ORDER),
-    # No depth table (4) or lower-lr table (7) in this tier yet: the deep model is its own shape.
-    "small": dict(STEPS=500, BASE="small.toml", DEEP="deep.toml",
-                  TABLE_ORDER=("lr", "1", "flat", "3", "2", "5"),
-                  RESULTS=HERE / "results-small", LRS_FILE=CONFIGS / "lrs-small.toml",
-                  # Muon's first grid (0.01, 0.02, 0.05) had its optimum on the lower edge,
-                  # so 0.005 was added; SOAP's (1e-3, 3e-3, 1e-2) on the upper edge, so 3e-2.
-                  LR_GRID={"adamw": (1e-3, 3e-3, 1e-2), "muon": (0.005, 0.01, 0.02, 0.05),
-                           "soap": (1e-3, 3e-3, 1e-2, 3e-2), "adan": (1e-3, 3e-3, 1e-2),
-                           "lion": (1e-4, 3e-4, 1e-3), "mars": (1e-3, 3e-3, 1e-2)}),
+
+
+@dataclasses.dataclass(frozen=True)
+class Tier:
+    """One scale of the reproduction: its base configs, run length, lr grid and lr file, the
+    tables it runs, and its folder ``experiments/<name>/`` holding ``results/``, ``figures/``
+    and ``tables.md`` (the same layout for every tier)."""
+
+    name: str
+    steps: int  # train.steps of ``base`` (and ``deep``); mitigation windows are 10 % of it
+    base: str  # base TOML of the tier's cells (in configs/)
+    deep: str  # base TOML of the depth table's cells
+    seq_len: int  # data.seq_len of ``base`` (tokens per step in the report)
+    lrs_file: Path  # per-optimizer lr* (written by --pick-lrs)
+    lr_grid: dict  # optimizer -> synchronous lr grid (table "lr")
+    table_order: tuple[str, ...]  # the tier's tables, in run and report order
+    title: str  # the report's heading
+    root: Path  # experiments/<name>/
+    results: Path  # <root>/results unless overridden (--results)
+
+    @property
+    def figures(self) -> Path:
+        return self.root / "figures"
+
+    @property
+    def tables(self) -> Path:
+        return self.root / "tables.md"
+
+    @property
+    def mitigations(self) -> dict[str, dict[str, str]]:
+        return _mitigations(self.steps)
+
+    def at(self, results: Path | str | None = None, root: Path | str | None = None,
+           lrs_file: Path | str | None = None) -> Tier:
+        """This tier with another results folder, output folder or lr file (the CLIs'
+        ``--results``, ``--out``, ``--lrs``; tests)."""
+        changes = {k: Path(v) for k, v in (("results", results), ("root", root),
+                                           ("lrs_file", lrs_file)) if v is not None}
+        return dataclasses.replace(self, **changes)
+
+
+def _tier(name: str, **kw) -> Tier:
+    return Tier(name=name, root=HERE / name, results=HERE / name / "results", **kw)
+
+
+TIERS: dict[str, Tier] = {
+    "tiny": _tier("tiny", steps=300, base="base.toml", deep="deep.toml", seq_len=64,
+                  lrs_file=CONFIGS / "lrs.toml", lr_grid=dict(TINY_LR_GRID),
+                  table_order=("lr", "1", "3", "2", "4", "5", "7"),
+                  title="CPU-scale reproduction"),
+    # The `small` tier (experiments/README.md): the 4.0M-parameter model, one epoch of the
+    # corpus per run. No depth table (4) or lower-lr table (7) in this tier yet: the deep model
+    # is its own shape.
+    "small": _tier("small", steps=500, base="small.toml", deep="deep.toml", seq_len=128,
+                   lrs_file=CONFIGS / "lrs-small.toml",
+                   # Muon's first grid (0.01, 0.02, 0.05) had its optimum on the lower edge,
+                   # so 0.005 was added; SOAP's (1e-3, 3e-3, 1e-2) on the upper edge, so 3e-2.
+                   lr_grid={"adamw": (1e-3, 3e-3, 1e-2), "muon": (0.005, 0.01, 0.02, 0.05),
+                            "soap": (1e-3, 3e-3, 1e-2, 3e-2), "adan": (1e-3, 3e-3, 1e-2),
+                            "lion": (1e-4, 3e-4, 1e-3), "mars": (1e-3, 3e-3, 1e-2)},
+                   table_order=("lr", "1", "flat", "3", "2", "5"),
+                   title="CPU reproduction, `small` tier"),
     # The `gpu` tier (experiments/README.md, "GPU protocol"; experiments/gpu/run.sh): the shape
     # and run length of configs/gpu.toml chosen by experiments/gpu/plan.py for the debdocs
     # corpus; Table 1's cells plus EF(gamma*) (table "gpu"). lrs-gpu.toml: the small tier's lr*.
-    "gpu": dict(STEPS=500, BASE="gpu.toml", DEEP="deep.toml", TABLE_ORDER=("gpu",),
-                RESULTS=HERE / "results-gpu", LRS_FILE=CONFIGS / "lrs-gpu.toml",
-                LR_GRID={"adamw": (1e-3, 3e-3, 1e-2), "muon": (0.005, 0.01, 0.02),
-                         "soap": (3e-3, 1e-2, 3e-2)}),
+    "gpu": _tier("gpu", steps=500, base="gpu.toml", deep="deep.toml", seq_len=512,
+                 lrs_file=CONFIGS / "lrs-gpu.toml",
+                 lr_grid={"adamw": (1e-3, 3e-3, 1e-2), "muon": (0.005, 0.01, 0.02),
+                          "soap": (3e-3, 1e-2, 3e-2)},
+                 table_order=("gpu",), title="GPU tier"),
 }
 GPU_OPTIMIZERS = ("muon", "adamw", "soap")
 # Table 1's modes and EF(gamma*) (the theory-tuned EF: --delay.ef_gamma auto).
 GPU_MODES = {**MODES, "efg": {**MODES["ef"], "delay.ef_gamma": "auto"}}
 
 
-def set_tier(name: str) -> None:
-    """Point the module's grids, base configs and folders at tier ``name``."""
+def get_tier(name: str) -> Tier:
+    """The tier called ``name`` (``tiny``, ``small``, ``gpu``)."""
     if name not in TIERS:
         raise ValueError(f"unknown tier {name!r}; choose from {', '.join(TIERS)}")
-    g = globals()
-    g.update(TIERS[name])
-    g["TIER"] = name
-    g["MITIGATIONS"] = _mitigations(TIERS[name]["STEPS"])
+    return TIERS[name]
 
 
 class Cell:
@@ -150,22 +200,24 @@ class Cell:
         return f"Cell({self.name!r})"
 
 
-def _cell(name, opt, overrides, base=None):
-    if base is None or base == "deep.toml":
-        base = DEEP if base else BASE
-    return Cell(name, base, opt, {"optimizer.name": opt, **overrides})
+def table_cells(table: str, tier: Tier) -> list[Cell]:
+    """The cells of one table of ``tier``, in run order (table ids: lr, 1, 2, 3, 4, 5, 7, flat,
+    efg, efg-beta, efg-depth, h1, h3-tune, h3, h4, gpu, gpu135)."""
 
+    def _cell(name, opt, overrides, base=None):
+        # base: the tier's base config, its deep one ("deep.toml"), or a named file.
+        if base is None or base == "deep.toml":
+            base = tier.deep if base else tier.base
+        return Cell(name, base, opt, {"optimizer.name": opt, **overrides})
 
-def table_cells(table: str) -> list[Cell]:
-    """The cells of one table, in run order (table ids: lr, 1, 2, 3, 4, 5, 7, flat, gpu,
-    gpu135)."""
     if table == "lr":
         return [_cell(f"lr-{o}-{lr:g}", o, {**MODES["sync"], "optimizer.lr": repr(lr)})
-                for o in OPTIMIZERS for lr in LR_GRID[o]]
+                for o in OPTIMIZERS for lr in tier.lr_grid[o]]
     if table == "1":
         return [_cell(f"{o}-{m}", o, MODES[m]) for o in OPTIMIZERS for m in MODES]
     if table == "3":
-        return [_cell(f"{o}-{k}", o, v) for o in ("adamw", "muon") for k, v in MITIGATIONS.items()]
+        return [_cell(f"{o}-{k}", o, v) for o in ("adamw", "muon")
+                for k, v in tier.mitigations.items()]
     if table == "2":
         out = []
         for o in ("muon", "adamw"):
@@ -234,7 +286,7 @@ def table_cells(table: str) -> list[Cell]:
     if table == "h1":
         # Issue 21, H1 (and H2's grid): every mode at lr*/8, lr*/4, lr*/2 (lr* = Table 1's
         # cells). Muon's AdamW side (embeddings, norms) is scaled with it: the whole step.
-        lrs = load_lrs()
+        lrs = load_lrs(tier.lrs_file)
         out = []
         for o in H1_OPTIMIZERS:
             for f in LR_FRACTIONS:
@@ -248,7 +300,7 @@ def table_cells(table: str) -> list[Cell]:
     if table == "h3-tune":
         # Issue 21, H3 phase 1: the synchronous lr re-tuned per beta over lr* x {1/2, 1, 2}
         # (seed 0; lr* x 1 is Table 2's cell, reused).
-        lrs, out = load_lrs(), []
+        lrs, out = load_lrs(tier.lrs_file), []
         for o in ("muon", "adamw"):
             for b in BETAS:
                 for f in H3_FACTORS:
@@ -258,22 +310,22 @@ def table_cells(table: str) -> list[Cell]:
         return out
     if table == "h3":
         # Issue 21, H3 phase 2: sync and async at each beta's re-tuned lr, T2's drift logged.
-        lrs, out = load_lrs(), []
+        lrs, out = load_lrs(tier.lrs_file), []
         for o in ("muon", "adamw"):
             for b in BETAS:
-                f = h3_choice(o, b)
+                f = h3_choice(o, b, tier)
                 for m in ("sync", "async"):
                     out.append(_cell(f"{o}-{m}-beta{b:g}-tuned", o, {
                         **MODES[m], BETA_KEY[o]: repr(b), **_scaled_lr(o, lrs, f), **SPECTRAL}))
         return out
     if table == "h4":
         # Issue 21, H4: the same runs 2x and 4x longer (the lr schedule stretched with them).
-        return [_cell(f"{o}-{m}-steps{n * STEPS}", o, {**MODES[m], "train.steps": str(n * STEPS),
-                                                        **SPECTRAL})
+        return [_cell(f"{o}-{m}-steps{n * tier.steps}", o,
+                      {**MODES[m], "train.steps": str(n * tier.steps), **SPECTRAL})
                 for n in (2, 4) for o in ("adamw", "muon") for m in MODES]
     if table == "flat":
         # Is the run long enough? The synchronous run at twice the steps (same schedule shape).
-        return [_cell(f"{o}-sync-long", o, {**MODES["sync"], "train.steps": str(2 * STEPS)})
+        return [_cell(f"{o}-sync-long", o, {**MODES["sync"], "train.steps": str(2 * tier.steps)})
                 for o in ("adamw", "muon")]
     if table == "gpu":
         return [_cell(f"{o}-{m}", o, GPU_MODES[m]) for o in GPU_OPTIMIZERS for m in GPU_MODES]
@@ -282,7 +334,7 @@ def table_cells(table: str) -> list[Cell]:
               "muon": {"optimizer.lr": "0.02", "optimizer.adamw_lr": "0.002"}}
         return [_cell(f"gpu135-{o}-{m}", o, {**MODES[m], **lr[o]}, "gpu135.toml")
                 for o in ("muon", "adamw") for m in MODES]
-    raise ValueError(f"unknown table {table!r}; choose from {', '.join(TABLE_ORDER)}")
+    raise ValueError(f"unknown table {table!r}; choose from {', '.join(tier.table_order)}")
 
 
 H1_OPTIMIZERS = ("adamw", "muon", "adan", "soap")
@@ -299,12 +351,12 @@ def _scaled_lr(o: str, lrs: dict, f: float) -> dict[str, str]:
     return out
 
 
-def h3_choice(o: str, b: float) -> float:
+def h3_choice(o: str, b: float, tier: Tier) -> float:
     """H3's lr factor for (optimizer, beta): argmin over H3_FACTORS of the synchronous seed-0
-    final validation loss (table h3-tune; diverged = +inf)."""
+    final validation loss in ``tier``'s results (table h3-tune; diverged = +inf)."""
     scored = []
     for f in H3_FACTORS:
-        path = result_path(RESULTS, f"{o}-sync-beta{b:g}-lrx{f:g}", 0)
+        path = result_path(tier.results, f"{o}-sync-beta{b:g}-lrx{f:g}", 0)
         if not path.is_file():
             raise ValueError(f"table h3 needs h3-tune's {path.name}; run --tables h3-tune first")
         v = json.loads(path.read_text())["final"].get("val_loss")
@@ -317,9 +369,9 @@ def result_path(results: Path, cell: str, seed: int) -> Path:
 
 
 # -- learning rates --------------------------------------------------------------------------
-def load_lrs(path: Path | None = None) -> dict[str, float]:
-    """Per-optimizer peak lr chosen by the synchronous sweep (configs/lrs.toml)."""
-    path = LRS_FILE if path is None else path
+def load_lrs(path: Path) -> dict[str, float]:
+    """Per-optimizer peak lr chosen by the synchronous sweep (a tier's ``lrs_file``, e.g.
+    configs/lrs.toml)."""
     if not path.is_file():
         raise ValueError(f"{path} does not exist; run `python experiments/sweep.py --tables lr` "
                          "and then `--pick-lrs` first")
@@ -328,23 +380,24 @@ def load_lrs(path: Path | None = None) -> dict[str, float]:
     return {k: float(v) for k, v in read_toml(path)["lr"].items()}
 
 
-def pick_lrs(results: Path, path: Path | None = None) -> dict[str, float]:
-    """lr* = argmin over the grid of the final validation loss of the synchronous seed-0 run
-    (diverged runs count as +inf); writes ``path`` with every optimizer whose grid is finished
-    (an optimizer with an unfinished grid is listed as such and gets no lr)."""
-    path = LRS_FILE if path is None else path
+def pick_lrs(tier: Tier) -> dict[str, float]:
+    """lr* = argmin over ``tier``'s grid of the final validation loss of the synchronous seed-0
+    run in ``tier.results`` (diverged runs count as +inf); writes ``tier.lrs_file`` with every
+    optimizer whose grid is finished (an optimizer with an unfinished grid is listed as such
+    and gets no lr)."""
+    results, path, grid = tier.results, tier.lrs_file, tier.lr_grid
     best, missing = {}, []
     lines = ["# Written by `python experiments/sweep.py --pick-lrs`: per optimizer, the lr of",
              "# the synchronous grid with the lowest final validation loss (seed 0).", "[lr]"]
     for o in OPTIMIZERS:
         scored = []
-        for lr in LR_GRID[o]:
+        for lr in grid[o]:
             f = result_path(results, f"lr-{o}-{lr:g}", 0)
             if f.is_file():
                 v = json.loads(f.read_text())["final"].get("val_loss")
                 scored.append((v if v is not None and math.isfinite(v) else math.inf, lr))
-        if len(scored) < len(LR_GRID[o]):
-            missing.append(f"{o} ({len(scored)} of {len(LR_GRID[o])} runs)")
+        if len(scored) < len(grid[o]):
+            missing.append(f"{o} ({len(scored)} of {len(grid[o])} runs)")
             continue
         best[o] = min(scored)[1]
         lines.append(f"{o} = {best[o]!r}  # " + ", ".join(f"{lr:g}: {v:.4f}" for v, lr in scored))
@@ -361,13 +414,14 @@ def pick_lrs(results: Path, path: Path | None = None) -> dict[str, float]:
 
 
 def build_config(cell: Cell, seed: int, run_dir: Path, lrs: dict | None, extra: dict):
-    """The validated Config of ``cell`` (what ``asyncpp-train --config base ...`` resolves)."""
+    """The validated Config of ``cell`` (what ``asyncpp-train --config base ...`` resolves);
+    ``lrs`` (the tier's :func:`load_lrs`) gives the lr of a cell that does not set one."""
     from asyncpp.train.config import from_dict, merge, parse_overrides, read_toml, validate
 
     over = dict(cell.overrides)
     if "optimizer.lr" not in over and "optimizer.lr" not in extra:
         if lrs is None:
-            lrs = load_lrs()
+            raise ValueError(f"{cell.name}: sets no lr and no lr file was given")
         if cell.opt not in lrs:
             raise ValueError(f"{cell.name}: no lr for {cell.opt} in the lr file yet (its lr "
                              "sweep is unfinished); run --tables lr and --pick-lrs first")
@@ -409,13 +463,14 @@ def train_command(cell: Cell, over: dict[str, str]) -> list[str]:
 
 
 def run_cell(cell: Cell, seed: int, results: Path, lrs: dict | None = None,
-             extra: dict | None = None) -> dict:
+             extra: dict | None = None, in_process: bool = False) -> dict:
     """Train one (cell, seed) with ``asyncpp-train`` in a subprocess and write its results
     JSON atomically; returns the record. A run stopped by a non-finite loss is recorded as
-    ``diverged``; any other failure raises (and writes nothing)."""
+    ``diverged``; any other failure raises (and writes nothing). ``in_process``: train in this
+    interpreter (:func:`_train_in_process`) instead of a subprocess."""
     run_dir = Path(tempfile.mkdtemp(prefix=run_dir_prefix(results, cell.name, seed)))
     try:
-        return _train_and_record(cell, seed, results, run_dir, lrs, extra)
+        return _train_and_record(cell, seed, results, run_dir, lrs, extra, in_process)
     finally:
         # The run folder only carries the trainer's files to the JSON; on any exit (a failed
         # run, Ctrl-C, SIGTERM from main's handler) it goes.
@@ -441,7 +496,7 @@ def remove_stale_run_dirs(results: Path, cell: str, seed: int) -> list[Path]:
 
 
 def _train_and_record(cell: Cell, seed: int, results: Path, run_dir: Path,
-                      lrs: dict | None, extra: dict | None) -> dict:
+                      lrs: dict | None, extra: dict | None, in_process: bool = False) -> dict:
     import torch
 
     cfg, over = build_config(cell, seed, run_dir, lrs, extra or {})
@@ -453,7 +508,7 @@ def _train_and_record(cell: Cell, seed: int, results: Path, run_dir: Path,
     env["PYTHONPATH"] = src + os.pathsep + env.get("PYTHONPATH", "")
     t0 = time.time()
     load0 = os.getloadavg()[0]
-    if IN_PROCESS:
+    if in_process:
         returncode, stderr = _train_in_process(cfg)
     else:
         proc = subprocess.run([sys.executable, "-m", "asyncpp.train.cli", *args], env=env,
@@ -509,9 +564,6 @@ def _train_and_record(cell: Cell, seed: int, results: Path, run_dir: Path,
 
 # In process (--in-process, the GPU runbook): runs follow each other in this interpreter, so
 # torch is imported and the model compiled once per worker, not once per run.
-IN_PROCESS = False
-
-
 def _train_in_process(cfg) -> tuple[int, str]:
     """Train ``cfg`` here (what ``asyncpp-train`` runs); (0, "") or (1, the error) for a
     non-finite stop. Compiled graphs are kept between runs (same shapes, same code)."""
@@ -631,15 +683,15 @@ def claim(results: Path, cell: str, seed: int) -> Path | None:
     return None
 
 
-def plan(tables: list[str], seeds: list[int] | None, only: list[str] | None):
-    """(cell, seed) pairs in run order: table by table, seed-major inside a table (every cell
-    gets seed 0 before any gets seed 1), duplicates (cells shared by tables) once."""
+def plan(tables: list[str], seeds: list[int] | None, only: list[str] | None, tier: Tier):
+    """(cell, seed) pairs of ``tier`` in run order: table by table, seed-major inside a table
+    (every cell gets seed 0 before any gets seed 1), duplicates (cells shared by tables) once."""
     out, seen = [], set()
     passes = [(t, seeds if seeds is not None else SEEDS[t]) for t in tables]
     if seeds is None:
         passes += [(t, EXTRA_SEEDS[t]) for t in tables if t in EXTRA_SEEDS]
     for t, tseeds in passes:
-        cells = table_cells(t)
+        cells = table_cells(t, tier)
         for s in tseeds:
             for c in cells:
                 if only and c.name not in only:
@@ -653,8 +705,9 @@ def plan(tables: list[str], seeds: list[int] | None, only: list[str] | None):
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tier", default="tiny", choices=sorted(TIERS),
-                    help="tiny (base.toml, results/) or small (small.toml, results-small/)")
-    ap.add_argument("--tables", default="lr", help="comma-separated: lr,1,2,3,4,5")
+                    help="tiny (base.toml), small (small.toml) or gpu (gpu.toml); results in "
+                    "experiments/<tier>/results/")
+    ap.add_argument("--tables", default="lr", help="comma-separated table ids (see table_cells)")
     ap.add_argument("--seeds", default=None, help="comma-separated seeds (default: per table)")
     ap.add_argument("--only", default=None, help="comma-separated cell names")
     ap.add_argument("--optimizers", default=None,
@@ -675,20 +728,18 @@ def main(argv=None) -> int:
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="extra override for every run (e.g. train.steps=2; smoke tests only)")
     args = ap.parse_args(argv)
-    set_tier(args.tier)
-    global IN_PROCESS
-    IN_PROCESS = args.in_process
-    results = Path(args.results) if args.results else RESULTS
-    args.lrs = args.lrs or str(LRS_FILE)
+    tier = get_tier(args.tier).at(results=args.results, lrs_file=args.lrs)
+    in_process = args.in_process
+    results = tier.results
     if args.pick_lrs:
-        best = pick_lrs(results, Path(args.lrs))
+        best = pick_lrs(tier)
         print("chosen lrs:", best)
         return 0
     tables = [t.strip() for t in args.tables.split(",") if t.strip()]
     seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else None
     only = args.only.split(",") if args.only else None
     extra = dict(kv.split("=", 1) for kv in args.set)
-    todo = plan(tables, seeds, only)
+    todo = plan(tables, seeds, only, tier)
     if args.optimizers:
         keep = set(args.optimizers.split(","))
         todo = [(c, s) for c, s in todo if c.opt in keep]
@@ -697,17 +748,17 @@ def main(argv=None) -> int:
             state = "done" if result_path(results, c.name, s).is_file() else "todo"
             print(f"{state}  {c.name}-seed{s}")
         return 0
+    lrs = None
+    if "optimizer.lr" not in extra and any("optimizer.lr" not in c.overrides for c, _ in todo):
+        lrs = load_lrs(tier.lrs_file)
     if args.validate_only:
         for c, s in todo:
-            cfg, _ = build_config(c, s, Path(tempfile.gettempdir()) / "unused", None, extra)
+            cfg, _ = build_config(c, s, Path(tempfile.gettempdir()) / "unused", lrs, extra)
             mc = cfg.model_config()
             print(f"ok  {c.name}-seed{s}: {mc.name} {mc.num_params() / 1e6:.1f}M params, "
                   f"{cfg.train.steps * cfg.train.batch_size * cfg.data.seq_len:,} tokens, "
                   f"delays {cfg.stage_delays()}, correction {cfg.delay.correction}")
         return 0
-    lrs = None
-    if "optimizer.lr" not in extra and any("optimizer.lr" not in c.overrides for c, _ in todo):
-        lrs = load_lrs(Path(args.lrs))
     n_run = 0
     for c, s in todo:
         out = result_path(results, c.name, s)
@@ -715,7 +766,7 @@ def main(argv=None) -> int:
             print(f"skip {c.name}-seed{s} (done)", flush=True)
             continue
         if args.deadline:
-            est = run_estimate(results, args.run_estimate_s, warm=IN_PROCESS and n_run > 0)
+            est = run_estimate(results, args.run_estimate_s, warm=in_process and n_run > 0)
             if time.time() + est > args.deadline:
                 print(f"stop: {c.name}-seed{s} would end after the deadline (a run takes "
                       f"~{est:.0f} s, {args.deadline - time.time():.0f} s left)", flush=True)
@@ -740,7 +791,7 @@ def main(argv=None) -> int:
                 reuse_result(same, c, s, results, cfg)
                 print(f"reuse {c.name}-seed{s}: identical to {same.name}", flush=True)
                 continue
-            rec = run_cell(c, s, results, lrs, extra)
+            rec = run_cell(c, s, results, lrs, extra, in_process)
             n_run += 1
             v = rec["final"]["val_loss"]
             print(f"{time.strftime('%H:%M:%S')} {c.name}-seed{s}: {rec['status']} val "

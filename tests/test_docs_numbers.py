@@ -1,10 +1,10 @@
 """The numbers quoted in the experiment verdicts and the README are those the result files give.
 
 ``experiments/README.md`` writes every result it quotes as ``<!--n:KEY-->VALUE<!--/n-->``;
-``experiments/report.py``'s ``number(KEY)`` computes it from ``experiments/results*/``. The book
-shows the computed value; these tests fail when the typed value is stale, when a key does not
-resolve, or when a verdict quotes a result-like number without a marker. Refresh the typed
-values with ``python experiments/report.py --fill-readme``.
+``experiments/report.py``'s ``number(KEY)`` computes it from ``experiments/<tier>/results/``.
+The book shows the computed value; these tests fail when the typed value is stale, when a key
+does not resolve, or when a verdict quotes a result-like number without a marker. Refresh the
+typed values with ``python experiments/report.py --fill-readme``.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ RESULT_LIKE = re.compile(r"\d\.\d+ ± \d|[+−]\d+\.\d{3}")
 
 @pytest.fixture(scope="module")
 def report():
-    if not (ROOT / "experiments" / "results").is_dir():
-        pytest.skip("no experiments/results in this checkout")
+    if not (ROOT / "experiments" / "tiny" / "results").is_dir():
+        pytest.skip("no experiments/tiny/results in this checkout")
     spec = importlib.util.spec_from_file_location("asyncpp_experiments_report_test",
                                                   ROOT / "experiments" / "report.py")
     mod = importlib.util.module_from_spec(spec)
@@ -82,7 +82,7 @@ def test_number_detects_a_stale_value(report):
 
 def test_table_numbers_match_the_tables(report):
     """A verdict number and the table the page shows are the same computation."""
-    R = report.load_results(ROOT / "experiments" / "results")
+    R = report.load_results(report.sweep.get_tier("tiny").results)
     table2 = report.table2(R)
     gap = report.number("tiny/gap/adamw-sync-beta0.98/adamw-async-beta0.98")
     assert gap.lstrip("+").replace("−", "-") in table2.replace("−", "-")

@@ -7,8 +7,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 EXP = Path(__file__).resolve().parents[1] / "experiments"
 sys.path.insert(0, str(EXP))
 
@@ -32,12 +30,20 @@ def _write(results: Path, rec: dict) -> None:
     sweep.write_json_atomic(sweep.result_path(results, rec["cell"], rec["seed"]), rec)
 
 
-@pytest.fixture(autouse=True)
-def tiny_tier():
-    """sweep's tier is module state: every test starts and ends on the tiny tier."""
-    sweep.set_tier("tiny")
-    yield
-    sweep.set_tier("tiny")
+TINY, SMALL = sweep.get_tier("tiny"), sweep.get_tier("small")
+
+
+def test_every_tier_has_the_same_layout():
+    """experiments/<tier>/{results,figures,tables.md}, the same for every tier; a tier is an
+    explicit object (no module state to switch)."""
+    for name, tier in sweep.TIERS.items():
+        assert tier.name == name and tier.root == EXP / name
+        assert (tier.results, tier.figures, tier.tables) == (
+            EXP / name / "results", EXP / name / "figures", EXP / name / "tables.md")
+    assert not hasattr(sweep, "set_tier") and not hasattr(sweep, "TIER")
+    moved = TINY.at(results="/x/r", root="/x/out")
+    assert (moved.results, moved.tables, TINY.results) == (
+        Path("/x/r"), Path("/x/out/tables.md"), EXP / "tiny" / "results")
 
 
 def test_report_from_synthetic_results(tmp_path):
@@ -56,7 +62,8 @@ def test_report_from_synthetic_results(tmp_path):
     bad = _record("muon-syncstart", 0, 3.0)
     bad.update(status="diverged")
     _write(results, bad)
-    md = report.build_report(results, tmp_path / "out").read_text()
+    md = report.build_report(TINY.at(results=results, root=tmp_path / "out")).read_text()
+    assert "`python experiments/report.py --tier tiny` from `experiments/tiny/results/" in md
     assert "## Table 1" in md and "## Table 6" in md
     # AdamW: gap 0.1, EF leaves 0.05 → 50 % recovered; paired gap identical for both seeds.
     row = next(line for line in md.splitlines() if line.startswith("| AdamW | 0.01 |"))
@@ -87,10 +94,10 @@ def test_sweep_skips_finished_cells(tmp_path, capsys):
 
 
 def test_sweep_plan_is_seed_major_and_locks(tmp_path):
-    todo = sweep.plan(["1"], None, None)
-    n = len(sweep.table_cells("1"))
+    todo = sweep.plan(["1"], None, None, TINY)
+    n = len(sweep.table_cells("1", TINY))
     assert [s for _, s in todo[:n]] == [0] * n and todo[n][1] == 1
-    names = [(c.name, s) for c, s in sweep.plan(["1", "3", "2"], None, None)]
+    names = [(c.name, s) for c, s in sweep.plan(["1", "3", "2"], None, None, TINY)]
     assert len(names) == len(set(names))  # shared cells (e.g. adamw-ef) planned once
     lock = sweep.claim(tmp_path, "x", 0)
     assert lock is not None and sweep.claim(tmp_path, "x", 0) is None  # held by this process
@@ -116,20 +123,21 @@ def test_sweep_runs_asyncpp_train_and_reuses_an_identical_run(tmp_path, capsys):
     assert 0.0 < rec["drift"]["mean"] < 3.0  # 2BW: updates 1 and 2 have a predecessor
     capsys.readouterr()
     # The lr-sweep cell of Muon at its chosen lr trains exactly what muon-sync does.
+    muon_lr = sweep.load_lrs(TINY.lrs_file)["muon"]
     assert sweep.main(["--tables", "1", "--only", "muon-sync", "--seeds", "0",
                        "--results", str(results), *small]) == 0
-    assert sweep.main(["--tables", "lr", "--only", f"lr-muon-{sweep.load_lrs()['muon']:g}",
+    assert sweep.main(["--tables", "lr", "--only", f"lr-muon-{muon_lr:g}",
                        "--results", str(results), *small]) == 0
     out = capsys.readouterr().out
     assert "reuse lr-muon-" in out and "identical to muon-sync-seed0.json" in out
     R = report.load_results(results)
-    lr_cell = R[f"lr-muon-{sweep.load_lrs()['muon']:g}"][0]
+    lr_cell = R[f"lr-muon-{muon_lr:g}"][0]
     assert lr_cell["reused_from"] == "muon-sync-seed0.json"
     assert lr_cell["final"] == R["muon-sync"][0]["final"]
 
 
 def test_small_tier_has_its_own_files_and_tables(tmp_path, capsys):
-    results = tmp_path / "results-small"
+    results = tmp_path / "results"
     for s in (0, 1):
         _write(results, _record("muon-sync", s, 3.0 + s / 100))
         _write(results, _record("muon-async", s, 3.2))
@@ -154,21 +162,22 @@ def test_small_tier_has_its_own_files_and_tables(tmp_path, capsys):
                         "--out", str(tmp_path / "out")]) == 0
     md = (tmp_path / "out" / "tables.md").read_text()
     assert md.startswith("# Tables of the CPU reproduction, `small` tier")
-    assert "experiments/results-small/*.json" in md
+    assert "experiments/small/results/*.json" in md
     assert "## Table 4" not in md and "## Table 7" not in md
     # flatness row of the two synchronous Muon runs, with the 2×-steps run against seed 0
     row = next(line for line in md.splitlines() if line.startswith("| Muon | 2 | "))
     assert row.endswith("| 2.900 (-0.100 vs 3.000) |")
-    cells = sweep.table_cells("1")
+    cells = sweep.table_cells("1", SMALL)
     assert {c.base for c in cells} == {"small.toml"}
-    assert sweep.MITIGATIONS["cooldown"]["delay.sync_cooldown"] == "50"  # 10 % of 500 steps
-    assert [c.overrides["train.steps"] for c in sweep.table_cells("flat")] == ["1000", "1000"]
+    assert SMALL.mitigations["cooldown"]["delay.sync_cooldown"] == "50"  # 10 % of 500 steps
+    assert [c.overrides["train.steps"] for c in sweep.table_cells("flat", SMALL)] == [
+        "1000", "1000"]
+    assert {c.base for c in sweep.table_cells("1", TINY)} == {"base.toml"}  # untouched
 
 
 def test_progress_estimates_the_run_time_left_per_optimizer(tmp_path):
     """The time still to spend: per run to do, the median wall time of its optimizer's finished
     runs per base length, scaled by the run's tokens; reused records cost nothing."""
-    sweep.set_tier("small")
     R = {}
 
     def add(cell, wall, **over):
@@ -182,7 +191,7 @@ def test_progress_estimates_the_run_time_left_per_optimizer(tmp_path):
     add("muon-sync-long", 1200.0, optimizer_name="muon", train_steps="1000")  # 600 per base run
     add("adamw-sync-long", 600.0, optimizer_name="adamw", train_steps="1000")  # 300 per base run
     add("lr-muon-0.01", 0.5, optimizer_name="muon")["reused_from"] = "x.json"  # not a cost
-    md = report.progress(R)
+    md = report.progress(R, SMALL)
     rows = {line.split(" | ")[0][2:]: line for line in md.splitlines() if line.startswith("| ")}
     assert rows["flat"] == "| flat | 2 | 2 | 0.0 h |"
     # lr: Muon's two other grid points at 600 s, AdamW's 3 at 300 s, the 13 runs of the four
@@ -210,7 +219,7 @@ def test_stale_run_folders_of_a_claimed_cell_are_removed(tmp_path, monkeypatch):
     stale.mkdir()
     seen = {}
 
-    def fake_run(cell, seed, res, lrs=None, extra=None):
+    def fake_run(cell, seed, res, lrs=None, extra=None, in_process=False):
         seen["stale_left"] = stale.exists()
         seen["kept"] = all(d.is_dir() for d in keep)
         return {"status": "ok", "final": {"val_loss": 1.0, "wall_s": 0.0},

@@ -23,13 +23,6 @@ import sweep  # noqa: E402
 MANIFEST = json.loads((EXP / "gpu" / "corpus-manifest.json").read_text())
 
 
-@pytest.fixture(autouse=True)
-def tiny_tier():
-    sweep.set_tier("tiny")
-    yield
-    sweep.set_tier("tiny")
-
-
 def _plan(train=None, **kw):
     t = MANIFEST["totals"]
     return plan.make_plan(train or t["train_tokens"], t["val_tokens"],
@@ -70,12 +63,12 @@ def test_committed_config_is_the_planners_output():
 
 
 def test_gpu_tier_cells_and_deadline(tmp_path, capsys):
-    sweep.set_tier("gpu")
-    cells = sweep.table_cells("gpu")
+    gpu = sweep.get_tier("gpu")
+    cells = sweep.table_cells("gpu", gpu)
     assert [c.name for c in cells[:4]] == ["muon-sync", "muon-async", "muon-ef", "muon-efg"]
     assert len(cells) == 12 and {c.base for c in cells} == {"gpu.toml"}
     assert cells[3].overrides["delay.ef_gamma"] == "auto"
-    todo = sweep.plan(["gpu"], None, None)
+    todo = sweep.plan(["gpu"], None, None, gpu)
     assert [s for _, s in todo[:24]] == [0] * 12 + [1] * 12 and len(todo) == 60
     # a run that would end after the deadline is not started
     assert sweep.main(["--tier", "gpu", "--tables", "gpu", "--results", str(tmp_path),
@@ -86,7 +79,6 @@ def test_gpu_tier_cells_and_deadline(tmp_path, capsys):
 
 
 def test_gpu_report(tmp_path):
-    sweep.set_tier("gpu")
     for o in ("muon", "adamw", "soap"):
         for s in (0, 1):
             for m, v in (("sync", 3.0), ("async", 3.2), ("ef", 3.1), ("efg", 3.05)):
@@ -95,7 +87,10 @@ def test_gpu_report(tmp_path):
                                  "params": 1_262_720, "steady_tokens_per_s": 1.5e6,
                                  "mfu": 0.12, "first_step_s": 40.0}}
                 sweep.write_json_atomic(tmp_path / f"{o}-{m}-seed{s}.json", rec)
-    md = report.build_report(tmp_path, tmp_path / "out").read_text()
+    gpu = sweep.get_tier("gpu").at(results=tmp_path, root=tmp_path / "out")
+    md = report.build_report(gpu).read_text()
+    assert (tmp_path / "out" / "tables.md").is_file()
+    assert "from `experiments/gpu/results/*.json` only" in md
     assert "| Muon | 3.005 ± 0.007 (n=2) | 3.205 ± 0.007 (n=2) |" in md
     assert "| 50 % | 75 % |" in md  # EF recovers 0.1 of 0.2, EF(γ*) 0.15
     assert "| muon-sync | 2 | 25,088,000 | 19.9 | 1,500,000 | 12.0 % | 40.0 s | 20 s |" in md

@@ -36,7 +36,7 @@ def _executed_pages(app, env, added, changed, removed) -> list[str]:
     """Re-read (hence re-execute) every notebook page on every build, not only changed ones.
 
     Their outputs depend on files Sphinx does not track — the package, ``theory/``, the verify
-    report, ``experiments/results/`` — so an incremental build would otherwise keep stale
+    report, ``experiments/<tier>/results/`` — so an incremental build would otherwise keep stale
     numbers. Plain Markdown pages keep Sphinx's incremental behaviour.
     """
     pages = []

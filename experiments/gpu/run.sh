@@ -11,11 +11,11 @@
 # another (compiled once per worker). Order: every cell with seed 0, then seed 1, then extra
 # seeds 2-4 while time is left. A run that would end after the deadline is not started; at the
 # hard stop any run still going is terminated and leaves nothing. Every finished run is one
-# results file (experiments/results-gpu/<cell>-seed<k>.json), written as it finishes: running
+# results file (experiments/gpu/results/<cell>-seed<k>.json), written as it finishes: running
 # the same command again continues where it stopped. At the end: measured speed against the
 # planner's assumptions, and the table (experiments/gpu/tables.md via report.py --tier gpu).
 #
-# Environment: CORPUS (data/debdocs), RESULTS (experiments/results-gpu), BUDGET_S (540),
+# Environment: CORPUS (data/debdocs), RESULTS (experiments/gpu/results), BUDGET_S (540),
 # WORKERS (the planner's), PYTHON, RUNBOOK_SET (extra sweep.py arguments). Missing wheels (pytorch-optimizer for SOAP) are installed
 # from .whl/ when that folder was carried.
 set -euo pipefail
@@ -56,17 +56,18 @@ if [ "$DRY" = 1 ]; then
          --set model.n_heads=2 --set model.n_kv_heads=1 --set model.ffn_dim=64)
 else
     CORPUS=${CORPUS:-data/debdocs}
-    RESULTS=${RESULTS:-experiments/results-gpu}
+    RESULTS=${RESULTS:-experiments/gpu/results}
     LOGS=${LOGS:-runs/gpu-logs}
     REPORT=experiments/gpu
     # On the lent device only what is written under $OUT comes back, also after a time-out:
     # results go there as they finish (with the finished ones of earlier calls, which travel
-    # in the working tree), and are copied back into $RESULTS at the end.
+    # in the working tree), and are copied back into $RESULTS at the end. $OUT/gpu has the
+    # tier's layout: gpu/results/*.json and gpu/tables.md.
     if [ -n "${OUT:-}" ] && [ -d "${OUT:-}" ]; then
-        mkdir -p "$OUT/results-gpu" "$RESULTS"
-        cp -n "$RESULTS"/*-seed*.json "$OUT/results-gpu/" 2>/dev/null || true
+        mkdir -p "$OUT/gpu/results" "$RESULTS"
+        cp -n "$RESULTS"/*-seed*.json "$OUT/gpu/results/" 2>/dev/null || true
         KEEP=$RESULTS
-        RESULTS=$OUT/results-gpu
+        RESULTS=$OUT/gpu/results
         LOGS=$OUT/logs
         REPORT=$OUT/gpu
     fi
