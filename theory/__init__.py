@@ -11,7 +11,8 @@ Modules (one per result; each exposes ``statement``, ``result`` and numeric ``bo
 * :mod:`theory.variable_delay` — T4, per-stage delays (PipeDream vs 2BW);
 * :mod:`theory.muon_cycle` — MC, delayed Muon's limit cycle on a quadratic (Muon's T3);
 * :mod:`theory.taylor` — TC, what the Taylor (DC-ASGD) compensation guarantees on a quadratic;
-* :mod:`theory.nesterov` — T3[Nesterov], the Nesterov delay correction's critical step.
+* :mod:`theory.nesterov` — T3[Nesterov], the Nesterov delay correction's critical step;
+* :mod:`theory.adaptive_delay` — AD, the loss floor of Adam/Adan/sign updates under delay.
 
 ``python -m theory`` checks every step of every result and exits non-zero on a failure.
 """
@@ -22,6 +23,7 @@ from __future__ import annotations
 def all_results() -> list:
     """Every result, in the order ``python -m theory`` reports them."""
     from . import (
+        adaptive_delay,
         delayed_lmo,
         error_feedback,
         muon_cycle,
@@ -35,7 +37,7 @@ def all_results() -> list:
             error_feedback.result(False), error_feedback.result(True),
             *stability.results(), nesterov.result(),
             variable_delay.result(False), variable_delay.result(True),
-            muon_cycle.result(), taylor.result()]
+            muon_cycle.result(), taylor.result(), adaptive_delay.result()]
 
 
 __all__ = ["all_results"]
