@@ -79,7 +79,12 @@ def optimizer_hparams(cfg: Config, device: torch.device) -> dict:
                     adamw_weight_decay=o.adamw_weight_decay)
     if o.name == "adamw":
         return dict(lr=o.lr, betas=(o.beta1, o.beta2), eps=o.eps, weight_decay=o.weight_decay)
-    # SOAP, Adan, Lion, MARS: β1 through "momentum", the other betas at their defaults.
+    if o.name == "adan":
+        # torch convention (β₁, β₂, β₃); the reference implementation's defaults are
+        # (0.98, 0.92, 0.99): ``--optimizer.beta1 0.98`` gives them exactly.
+        return dict(lr=o.lr, weight_decay=o.weight_decay, momentum=o.beta1,
+                    betas=(o.beta1, o.adan_beta2, o.adan_beta3))
+    # SOAP, Lion, MARS: β1 through "momentum", the other betas at their defaults.
     return dict(lr=o.lr, weight_decay=o.weight_decay, momentum=o.beta1)
 
 

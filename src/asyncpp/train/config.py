@@ -143,6 +143,12 @@ class OptimizerSection:
     adamw_lr: float = opt(3e-3, "Muon: peak lr of the AdamW side (embeddings, head, norms)",
                           lo=0.0)
     adamw_weight_decay: float = opt(0.0, "Muon: weight decay of the AdamW side", lo=0.0)
+    adan_beta2: float = opt(0.92, "Adan: gradient-difference EMA coefficient and weight, torch "
+                            "convention (Alg. 1 of the paper writes 1 - this: 0.08). Adan's beta1 "
+                            "is optimizer.beta1 (default 0.9, the AdamW value; Adan's reference "
+                            "default is 0.98)", lo=0.0, hi=0.9999)
+    adan_beta3: float = opt(0.99, "Adan: second-moment EMA coefficient, torch convention (the "
+                            "paper's Alg. 1: 0.01)", lo=0.0, hi=0.9999)
     shard: str = opt("auto", "Muon under data parallelism: shard momentum and Newton-Schulz "
                      "across replicas (ZeRO-1, DistributedMuon): auto (on when dp > 1), on, off",
                      choices=("auto", "on", "off"))
