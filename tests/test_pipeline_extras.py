@@ -55,3 +55,23 @@ def nesterov_run(tmp_path_factory):
                                    "P4_pipedream_adamw_nesterov", "P4_pipedream_muon_nesterov"])
 def test_nesterov_executor_equals_delay_core(nesterov_run, check):
     assert_exact(nesterov_run, check)
+
+
+@pytest.fixture(scope="module")
+def wpipe_run(tmp_path_factory):
+    return launch("wpipe", 4, tmp_path_factory.mktemp("wpipe"))
+
+
+@pytest.mark.parametrize("check", [f"P4_wpipe_{n}_m{m}" for n in
+                                   ("adamw", "muon", "muon_ef", "adamw_nesterov")
+                                   for m in (3, 4)])
+def test_wpipe_executor_equals_delay_core_with_its_delays(wpipe_run, check):
+    """WPipe on 4 partitions through the executor equals DelayedOptimizer with the per-stage
+    delays (1, 1, 0, 0) it realises; G0 ranks hold at most 2 versions, G1 ranks 1; and the
+    run is far from both 2BW (delay 1 everywhere) and synchronous training."""
+    assert_exact(wpipe_run, check)
+    rows = [r[check] for r in wpipe_run if check in r]
+    assert all(r["delays"] in ([1, 1, 0, 0], [1, 1, 1, 1, 0, 0, 0, 0]) for r in rows)
+    assert max(r["control_2bw"] for r in rows) > 1e-3
+    for rank, res in enumerate(wpipe_run):
+        assert len(res[check]["versions"]) <= (2 if rank < 2 else 1), (rank, res[check])

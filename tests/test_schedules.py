@@ -30,8 +30,16 @@ from asyncpp.pipeline.schedules import check
 def test_properties_from_the_data(P, mult):
     m = P * mult
     for name in SCHEDULES:
+        if name == "wpipe" and P % 2:
+            with pytest.raises(ValueError, match="even number of stages"):
+                build(name, P, m, 3)
+            continue
         s = build(name, P, m, 3)
-        if name == "2bw":
+        if name == "wpipe":
+            # G0 (first half): 2BW's delay and two versions; G1 drains: delay 0, one version
+            assert s.delays() == [frozenset({1})] * (P // 2) + [frozenset({0})] * (P // 2)
+            assert s.versions_held() == [2] * (P // 2) + [1] * (P // 2)
+        elif name == "2bw":
             assert s.delays() == [frozenset({1})] * P
             assert s.versions_held() == [2] * P
         elif name == "pipedream":
@@ -188,6 +196,8 @@ def test_build_errors(args, match):
 @given(name=st.sampled_from(SCHEDULES), P=st.integers(1, 6), extra=st.integers(0, 6),
        steps=st.integers(1, 4), start=st.integers(0, 3))
 def test_any_schedule_is_consistent_and_runs(name, P, extra, steps, start):
+    if name == "wpipe":
+        P += P % 2  # two groups of partitions: an even count
     m = max(1, P - 1) + extra
     s = build(name, P, m, steps, start_step=start)
     check(s)
@@ -230,7 +240,7 @@ def test_cli(tmp_path, capsys):
 
 
 @settings(max_examples=60, deadline=None, derandomize=True)
-@given(name=st.sampled_from(["gpipe", "1f1b", "2bw", "pipedream"]), P=st.integers(1, 5),
+@given(name=st.sampled_from(["gpipe", "1f1b", "2bw", "pipedream", "wpipe"]), P=st.integers(1, 5),
        m=st.integers(1, 6), T=st.integers(2, 8), cut=st.integers(0, 10 ** 6),
        sync=st.booleans())
 def test_lazy_actions_with_an_end_moved_earlier_equal_the_fixed_end(name, P, m, T, cut, sync):
@@ -239,7 +249,9 @@ def test_lazy_actions_with_an_end_moved_earlier_equal_the_fixed_end(name, P, m, 
     provided the stage has not forwarded a step at or after the new end."""
     from asyncpp.pipeline.schedules import ACTIVATION, Forward, Recv, Send, stage_actions
 
-    if name == "2bw":
+    if name == "wpipe":
+        P += P % 2
+    if name in ("2bw", "wpipe"):
         m = max(m, P - 1)
     sync_steps = {0, T - 1} if (sync and name == "2bw") else None
     for s in range(P):

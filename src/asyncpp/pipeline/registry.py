@@ -12,12 +12,22 @@ gpipe        no       0                      1          —            yes     1
 1f1b         no       0                      1          —            yes     1
 2bw          yes      1                      P − 1      yes          yes     1
 pipedream    yes      P − 1 − s              1          no           no      m
+wpipe        yes      1 (s < P/2), 0 (s ≥ P/2) P − 1  no           no      1
 ============ ======== ====================== ========== ============ ======= ===============
 
 "none" is the single-process run without a pipeline (P = 1). 2BW needs m ≥ P − 1 so that
 two weight versions suffice (:meth:`asyncpp.pipeline.Schedule.versions_held` proves it for
 every P ≤ 8 in the tests). PipeDream's first and last stages have different delays, so a
 weight tied between them (embedding and head) cannot be updated consistently.
+
+WPipe (Yang et al., ICLR 2022, group-based interleaved pipelining) splits the P partitions
+(P even) into two groups, G0 = partitions 0..P/2−1 and G1 = P/2..P−1; device d of P/2 holds
+partition d of G0 and partition P/2 + d of G1. G1 drains every step, so its forwards of step
+t+1 read the weights its update of step t produced (τ = 0, one version); the next step's
+forwards through G0 are moved ahead of the current step's backwards (WPipe's "moving
+operation"), so G0 reads the version one update older (τ = 1, two versions, 2BW's rule). See
+:mod:`asyncpp.pipeline.schedules` for what is assumed and why. Each partition is one rank of
+the executor; the device pairing is modelled by :func:`asyncpp.pipeline.simulator.simulate_devices`.
 """
 
 from __future__ import annotations
@@ -42,12 +52,27 @@ class ScheduleSpec:
     all_forwards_first: bool = False
     """GPipe: all forwards of a step, then all backwards (else 1F1B order)."""
     needs_pipeline: bool = True
+    grouped: bool = False
+    """WPipe: the second half of the partitions drains every step (τ = 0), the first half
+    does not (τ = 1)."""
+
+    def stages_error(self, num_stages: int) -> str | None:
+        """Why ``num_stages`` partitions cannot run this schedule (None if they can)."""
+        if self.grouped and (num_stages < 2 or num_stages % 2):
+            return (f"{self.name} splits the partitions into two groups of equal size, so it "
+                    f"needs an even number of stages >= 2 (got {num_stages}); P stages run on "
+                    "P/2 devices, two partitions each")
+        return None
+
+    def in_second_group(self, num_stages: int, stage: int) -> bool:
+        """WPipe: whether ``stage`` belongs to G1 (the later half, drained every step)."""
+        return self.grouped and stage >= num_stages // 2
 
     def stage_delay(self, num_stages: int, stage: int) -> int:
         r"""τ_s: 0 (synchronous), 1 (2BW) or :math:`P-1-s` (PipeDream)."""
         if not 0 <= stage < num_stages:
             raise ValueError(f"stage {stage} out of range for {num_stages} stages")
-        if not self.asynchronous:
+        if not self.asynchronous or self.in_second_group(num_stages, stage):
             return 0
         return num_stages - 1 - stage if self.per_microbatch_updates else 1
 
@@ -56,7 +81,9 @@ class ScheduleSpec:
         return [self.stage_delay(num_stages, s) for s in range(num_stages)]
 
     def min_microbatches(self, num_stages: int) -> int:
-        """The fewest microbatches per step this schedule runs correctly with on P stages."""
+        """The fewest microbatches per step this schedule runs correctly with on P stages
+        (2BW and WPipe: P − 1, so that two versions suffice; ``check()`` proves it in the
+        tests, and that P − 2 fails)."""
         return max(1, num_stages - 1) if (self.asynchronous and not self.per_microbatch_updates) \
             else 1
 
@@ -79,6 +106,7 @@ SPECS: dict[str, ScheduleSpec] = {
     "1f1b": ScheduleSpec("1f1b", False, True, False, False, True),
     "2bw": ScheduleSpec("2bw", True, False, False, True, True),
     "pipedream": ScheduleSpec("pipedream", True, False, True, False, False),
+    "wpipe": ScheduleSpec("wpipe", True, False, False, False, False, grouped=True),
 }
 
 PIPELINE_SCHEDULES = tuple(n for n, s in SPECS.items() if s.needs_pipeline)

@@ -39,6 +39,29 @@ The four schedules:
     original PipeDream (weight stashing): every microbatch is its own minibatch and its own
     update (no accumulation; a "step" of m microbatches performs m updates). 1F1B order, no
     flush. Stage s has delay :math:`\tau_s = P-1-s` updates and holds up to P − s versions.
+``wpipe``
+    WPipe (Yang et al., ICLR 2022, "Group-based interleaved pipeline parallelism in large-scale
+    DNN training"), on P partitions (P even) and P/2 devices: G0 = partitions 0..P/2−1,
+    G1 = P/2..P−1, device d holding partitions d and P/2 + d. Gradients are accumulated over
+    the m microbatches of a step and each partition updates once per step. G1 runs 1F1B per
+    step and drains (its update of step t precedes its forwards of step t+1): forward and
+    backward of step t on :math:`x^{G1}_t`, :math:`\tau = 0`, one version. G0 runs 1F1B over
+    the microbatches of all steps without draining — the next step's forwards through G0 are
+    moved ahead of the current step's backwards (the paper's "moving operation") — so step t
+    reads :math:`x^{G0}_{t-1}` (2BW's rule), :math:`\tau = 1`, two versions. Per device: 1.5
+    partition-versions against 2BW's 2 (half the redundant copy), mean delay 1/2 against 2BW's
+    1 — the paper's "about half of 2BW's weight memory and update latency". Needs m ≥ P − 1
+    (P partitions: G0's first partition starts P − 1 forwards before its first backward).
+
+    *Assumed* (the paper's full text was not reachable from our sources; pinned from its
+    abstract and secondary descriptions — two groups of partitions, interleaved on the devices,
+    the next cycle's forwards moved ahead of the current cycle's backwards, "double-grouped
+    weight updates" alternating between the groups, half of 2BW's memory and latency): the
+    group split (first half / second half of the partitions) and that G1 drains every step
+    while G0 does not, which is the one reading in which those four facts hold together. The
+    executor runs each partition as its own rank; how a device interleaves its two partitions
+    (and so the bubble and the per-device memory) is measured by
+    :func:`asyncpp.pipeline.simulator.simulate_devices`, not by the executor.
 """
 
 from __future__ import annotations
@@ -130,6 +153,8 @@ class VersionPlan:
     free_after: tuple[tuple[int, ...], ...]
     keep_old: tuple[bool, ...]
     held: int
+    alive_after: tuple[int, ...] = ()
+    """How many versions are alive after each action (after its frees)."""
 
 
 @dataclass(frozen=True)
@@ -208,6 +233,9 @@ def _validate(name: str, num_stages: int, num_microbatches: int, num_steps: int,
                               ("num_steps", num_steps, 1), ("start_step", start_step, 0)):
         if not isinstance(value, int) or isinstance(value, bool) or value < low:
             raise ValueError(f"{label} must be an integer >= {low}, got {value!r}")
+    bad = spec.stages_error(num_stages)
+    if bad:
+        raise ValueError(bad)
     need = spec.min_microbatches(num_stages)
     if num_microbatches < need:
         raise ValueError(
@@ -300,7 +328,7 @@ def stage_actions(name: str, num_stages: int, num_microbatches: int, stage: int,
         """Exclusive end of the segment starting at t0 for the end known now (the end only
         moves earlier, so the segment's end is the smaller of this and the current end)."""
         e = end()
-        if spec.flush_every_step:
+        if spec.flush_every_step or spec.in_second_group(P, s):
             return t0 + 1
         if spec.sync_windows and sync_steps is not None:
             t = t0
@@ -327,7 +355,8 @@ def stage_actions(name: str, num_stages: int, num_microbatches: int, stage: int,
             u = t * m + i
             yield OptimizerStep(t, i, u, v, spec.stage_delay(P, s), u + 1)
         elif i == m - 1:
-            yield OptimizerStep(t, None, t, v, step_delay(name, t, is_sync), t + 1)
+            tau = spec.stage_delay(P, s) if spec.grouped else step_delay(name, t, is_sync)
+            yield OptimizerStep(t, None, t, v, tau, t + 1)
 
     t0 = start_step
     while t0 < end():
@@ -374,7 +403,7 @@ def step_delay(name: str, step: int, is_sync: Callable[[int], bool] | None = Non
 def _version(name, P, m, stage, t, i, is_sync) -> int:
     r""":math:`v(k) = \#\{u : u + \tau_u < k\}` for microbatch i of step t on ``stage``."""
     spec = get_spec(name)
-    if not spec.asynchronous:
+    if not spec.asynchronous or spec.in_second_group(P, stage):
         return t
     if spec.per_microbatch_updates:
         return max(0, t * m + i - spec.stage_delay(P, stage))
@@ -409,7 +438,7 @@ def version_plan(actions: Sequence[Action], start_version: int, next_version: in
     newest = start_version
     alive = set(range(min(suffix_min[0], newest), newest + 1))
     held = len(alive)
-    free_after, keep_old = [], []
+    free_after, keep_old, alive_after = [], [], []
     for i, a in enumerate(actions):
         keep = False
         if isinstance(a, OptimizerStep):
@@ -422,7 +451,8 @@ def version_plan(actions: Sequence[Action], start_version: int, next_version: in
         held = max(held, len(alive))
         free_after.append(dead)
         keep_old.append(keep)
-    return VersionPlan(tuple(free_after), tuple(keep_old), held)
+        alive_after.append(len(alive))
+    return VersionPlan(tuple(free_after), tuple(keep_old), held, tuple(alive_after))
 
 
 def check(sched: Schedule) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from .registry import get_spec
 from .schedules import Backward, Forward, OptimizerStep, Recv, Schedule, Send, build
 
 
@@ -127,3 +128,152 @@ def steady_state_bubble(name: str, num_stages: int, num_microbatches: int, t_for
     d_time = b.makespan - a.makespan
     d_busy = sum(b.busy) - sum(a.busy)
     return 1.0 - d_busy / (num_stages * d_time) if d_time > 0 else 0.0
+
+
+# -- devices holding several partitions (WPipe) --------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DeviceSimResult:
+    r"""Outcome of :func:`simulate_devices`: per device, busy time, utilisation and peak
+    weight-version memory (in units of the whole model's weights W: a partition of a P-stage
+    schedule is W/P, and a version of it alive counts W/P)."""
+
+    devices: tuple[tuple[int, ...], ...]
+    makespan: float
+    busy: tuple[float, ...]
+    utilisation: tuple[float, ...]
+    bubble_fraction: float
+    weight_memory: tuple[float, ...]
+    intervals: tuple[Interval, ...]
+    schedule: Schedule
+
+
+def default_devices(schedule: Schedule) -> list[list[int]]:
+    """One stage per device, except WPipe: device d of P/2 holds partitions d and P/2 + d."""
+    P = schedule.num_stages
+    spec = get_spec(schedule.name)
+    if spec.grouped:
+        return [[d, P // 2 + d] for d in range(P // 2)]
+    return [[s] for s in range(P)]
+
+
+def simulate_devices(schedule: Schedule, devices: Sequence[Sequence[int]] | None = None,
+                     t_forward=1.0, t_backward=2.0, t_comm=0.0,
+                     t_optimizer=0.0) -> DeviceSimResult:
+    r"""Simulate ``schedule`` on devices that each run one or more of its stages (partitions)
+    one action at a time: each stage keeps its own action order, and a device runs, among its
+    stages' next compute actions, the one that can start first (non-preemptive list scheduling:
+    the globally earliest start is taken next, so no later event is simulated before an
+    earlier one; ties go to a backward, then to the lower stage). Durations are per stage
+    (scalars or one per stage), ``t_comm`` as in :func:`simulate` (sends cost nothing;
+    messages between stages of one device also take ``t_comm``).
+
+    Weight-version memory of a device: the most, over time, of
+    :math:`\sum_{s \in d} \text{alive}_s(t) / P` (``Schedule.version_plan(s).alive_after`` at
+    the end of each action), in units of the model's weights W."""
+    P = schedule.num_stages
+    devs = [list(d) for d in (devices if devices is not None else default_devices(schedule))]
+    owner = {}
+    for k, d in enumerate(devs):
+        for s in d:
+            if s in owner or not 0 <= s < P:
+                raise ValueError(f"devices {devs} must partition the stages 0..{P - 1}")
+            owner[s] = k
+    if len(owner) != P:
+        raise ValueError(f"devices {devs} must partition the stages 0..{P - 1}")
+    tf = _per_stage(t_forward, P, "t_forward")
+    tb = _per_stage(t_backward, P, "t_backward")
+    to = _per_stage(t_optimizer, P, "t_optimizer")
+    tc = float(t_comm)
+    if not tc >= 0:
+        raise ValueError(f"t_comm must be >= 0, got {t_comm!r}")
+    D = len(devs)
+    clock = [0.0] * D
+    busy = [0.0] * D
+    ready = [0.0] * P
+    pos = [0] * P
+    arrivals: dict[tuple, float] = {}
+    intervals: list[Interval] = []
+    plans = [schedule.version_plan(s).alive_after for s in range(P)]
+    events: list[list[tuple[float, int, int]]] = [[] for _ in range(D)]  # (time, stage, alive)
+    for s in range(P):
+        events[owner[s]].append((0.0, s, plans[s][0] if plans[s] else 1))
+    while True:
+        # Sends and satisfiable receives take no device time.
+        for s in range(P):
+            acts = schedule.actions[s]
+            while pos[s] < len(acts):
+                a = acts[pos[s]]
+                if isinstance(a, Send):
+                    arrivals[(a.kind, a.step, a.mb, s, a.peer)] = ready[s] + tc
+                elif isinstance(a, Recv):
+                    key = (a.kind, a.step, a.mb, a.peer, s)
+                    if key not in arrivals:
+                        break
+                    ready[s] = max(ready[s], arrivals.pop(key))
+                else:
+                    break
+                pos[s] += 1
+        best = None
+        for s in range(P):
+            acts = schedule.actions[s]
+            if pos[s] >= len(acts) or isinstance(acts[pos[s]], Recv):
+                continue
+            start = max(clock[owner[s]], ready[s])
+            key = (start, 0 if isinstance(acts[pos[s]], Backward) else 1, s)
+            if best is None or key < best[0]:
+                best = (key, s)
+        if best is None:
+            stuck = {s: schedule.actions[s][pos[s]] for s in range(P)
+                     if pos[s] < len(schedule.actions[s])}
+            if stuck:
+                raise ValueError(f"schedule {schedule.name!r} deadlocks on devices {devs}; "
+                                 f"waiting actions: {stuck}")
+            break
+        (start, _, s), k = best[0], owner[best[1]]
+        a = schedule.actions[s][pos[s]]
+        if isinstance(a, Forward):
+            dur, kind = tf[s], "F"
+        elif isinstance(a, Backward):
+            dur, kind = tb[s], "B"
+        else:
+            dur, kind = to[s], "U"
+        intervals.append(Interval(s, start, start + dur, kind, a.step, a.mb))
+        clock[k] = ready[s] = start + dur
+        busy[k] += dur
+        events[k].append((start + dur, s, plans[s][pos[s]]))
+        pos[s] += 1
+    makespan = max(clock) if clock else 0.0
+    memory = []
+    for k in range(D):
+        alive: dict[int, int] = {}
+        peak = 0.0
+        evs = sorted(events[k], key=lambda e: e[0])  # stable: a stage's own order is kept
+        for i, (t, s, n) in enumerate(evs):
+            alive[s] = n
+            # measure once all changes at this instant are in
+            if i + 1 == len(evs) or evs[i + 1][0] > t:
+                peak = max(peak, sum(alive.values()) / P)
+        memory.append(peak)
+    util = tuple(b / makespan if makespan > 0 else 0.0 for b in busy)
+    bubble = 1.0 - sum(busy) / (D * makespan) if makespan > 0 else 0.0
+    return DeviceSimResult(tuple(tuple(d) for d in devs), makespan, tuple(busy), util, bubble,
+                           tuple(memory), tuple(intervals), schedule)
+
+
+def steady_state_devices(name: str, num_stages: int, num_microbatches: int, t_forward=1.0,
+                         t_backward=2.0, t_comm=0.0, warm_steps: int = 4
+                         ) -> tuple[float, float]:
+    r"""(bubble fraction, weight-version memory per device) of one more step in a long run on
+    :func:`default_devices`: the bubble as in :func:`steady_state_bubble` (runs of
+    ``warm_steps`` + 1 and ``warm_steps`` steps), the memory the most any device holds, in
+    units of the model's weights W."""
+    a = simulate_devices(build(name, num_stages, num_microbatches, warm_steps), None,
+                         t_forward, t_backward, t_comm)
+    b = simulate_devices(build(name, num_stages, num_microbatches, warm_steps + 1), None,
+                         t_forward, t_backward, t_comm)
+    d_time = b.makespan - a.makespan
+    d_busy = sum(b.busy) - sum(a.busy)
+    bubble = 1.0 - d_busy / (len(b.devices) * d_time) if d_time > 0 else 0.0
+    return bubble, max(b.weight_memory)

@@ -466,6 +466,10 @@ def validate(cfg: Config, world_size: int | None = None) -> None:
     if not spec.needs_pipeline and p.stages > 1:
         raise ConfigError(f"pipeline.stages={p.stages} needs a pipeline schedule; set "
                           "--pipeline.schedule gpipe, 1f1b, pipedream or 2bw (or stages 1)")
+    bad = spec.stages_error(p.stages)
+    if bad:
+        raise ConfigError(f"pipeline.schedule={p.schedule!r}: {bad}; set --pipeline.stages "
+                          f"{p.stages + 1}")
     need = spec.min_microbatches(p.stages)
     if p.microbatches < need:
         raise ConfigError(f"pipeline.schedule={p.schedule!r} on {p.stages} stages needs "
@@ -488,7 +492,7 @@ def validate(cfg: Config, world_size: int | None = None) -> None:
         if mc.tie_embeddings and not spec.tied_weights:
             raise ConfigError(
                 f"pipeline.schedule={p.schedule!r} gives the first and last stage different delays "
-                f"({p.stages - 1} and 0), so the tied embedding/head of model "
+                f"({spec.stage_delay(p.stages, 0)} and 0), so the tied embedding/head of model "
                 f"{cfg.model.name!r} cannot be updated consistently; set --model.tie_embeddings "
                 "false or use --pipeline.schedule 2bw")
     if o.shard == "on" and o.name != "muon":
