@@ -374,7 +374,13 @@ def progress(R, tier: sweep.Tier) -> str:
              "| --- | --- | --- | --- |"]
     total_left = 0.0
     for t in tier.table_order:
-        todo = sweep.plan([t], None, None, tier)
+        try:
+            todo = sweep.plan([t], None, None, tier)
+        except ValueError as e:  # h3 before h3-tune has finished: its cells are not known yet
+            lines.append(f"| {t} | {sum(len(v) for c, v in R.items() if c.endswith('-tuned'))}"
+                         " | — | — "
+                         f"({str(e).split(';')[-1].strip()}) |")
+            continue
         left = [c for c, s in todo if s not in R.get(c.name, {})]
         est = sum(statistics.median(per_opt.get(c.opt) or [med_all or 0.0])
                   * _tokens_scale(c.overrides, tier) for c in left) if med_all else 0.0
@@ -389,6 +395,540 @@ def progress(R, tier: sweep.Tier) -> str:
                   f"share it, ≈ {total_left / 7200:.1f} h of wall clock; an upper estimate: a "
                   "planned cell identical to a finished run is reused, not trained)."]
     return "\n".join(lines)
+
+
+# -- issue 20 (EF(γ*)) and issue 21 (why the gap) ------------------------------------------------
+# Shares are computed as everywhere else (recovered(): the ratio of seed means over the seeds
+# present in all three cells); the seeds' own shares follow in parentheses, so their spread can
+# be read off. Cells not run show "—".
+EFG_OPTIMIZERS = ("muon", "adamw", "soap")
+# β (momentum for Muon, β₁ otherwise) of each optimizer in these runs: optimizer.momentum /
+# optimizer.beta1 of the configs (src/asyncpp/train/config.py: beta1 = 0.9, momentum = 0.95;
+# Adan and SOAP get beta1 as their β₁ through train/components.py). The JSON's config wins.
+RUN_BETA = {"muon": 0.95, "adamw": 0.9, "adan": 0.9, "soap": 0.9}
+
+
+def _seed_vals(R, cell: str, seeds=None) -> dict[int, float]:
+    return vals(R, cell, None if seeds is None else set(seeds))
+
+
+def _gap_seeds(R, base: str, other: str, seeds=None) -> list[float]:
+    """Per-seed other − base over the seeds both have (restricted to ``seeds``)."""
+    vb, vo = _seed_vals(R, base, seeds), _seed_vals(R, other, seeds)
+    return [vo[s] - vb[s] for s in sorted(set(vb) & set(vo))]
+
+
+def _share(R, s: str, a: str, c: str, seeds=None) -> tuple[float | None, list[float], int]:
+    """(share in % on the seed means, the per-seed shares, n seeds) of the gap a − s that c
+    recovers, over the seeds the three cells share (restricted to ``seeds``)."""
+    vs, va, vc = (_seed_vals(R, x, seeds) for x in (s, a, c))
+    common = sorted(set(vs) & set(va) & set(vc))
+    if not common:
+        return None, [], 0
+    m = [statistics.fmean(v[k] for k in common) for v in (vs, va, vc)]
+    if not all(math.isfinite(x) for x in m) or abs(m[1] - m[0]) < 1e-12:
+        return None, [], len(common)
+    per = [100.0 * (va[k] - vc[k]) / (va[k] - vs[k]) for k in common
+           if abs(va[k] - vs[k]) >= 1e-12]
+    return 100.0 * (m[1] - m[2]) / (m[1] - m[0]), per, len(common)
+
+
+def _share_fmt(R, s: str, a: str, c: str, seeds=None) -> str:
+    x, per, n = _share(R, s, a, c, seeds)
+    if x is None:
+        return "—"
+    each = ", ".join(f"{p:.0f}" for p in per)
+    return _minus(f"{x:.0f} % ({each}; n={n})")
+
+
+def _share_diff_fmt(R, s: str, a: str, c1: str, c2: str, seeds=None) -> str:
+    """Per-seed share of c2 minus share of c1 (percentage points), mean ± sd (n)."""
+    s1, s2 = _seed_shares(R, s, a, c1, seeds), _seed_shares(R, s, a, c2, seeds)
+    d = [s2[k] - s1[k] for k in sorted(set(s1) & set(s2))]
+    if not d:
+        return "—"
+    m = statistics.fmean(d)
+    sd = f" ± {statistics.stdev(d):.0f}" if len(d) > 1 else ""
+    return _minus(f"{m:+.0f}{sd} pp (n={len(d)})")
+
+
+def _seed_shares(R, s: str, a: str, c: str, seeds=None) -> dict[int, float]:
+    vs, va, vc = (_seed_vals(R, x, seeds) for x in (s, a, c))
+    out = {}
+    for k in sorted(set(vs) & set(va) & set(vc)):
+        if all(math.isfinite(v) for v in (vs[k], va[k], vc[k])) and abs(va[k] - vs[k]) >= 1e-12:
+            out[k] = 100.0 * (va[k] - vc[k]) / (va[k] - vs[k])
+    return out
+
+
+def _loss(R, cell: str, seeds=None) -> str:
+    return fmt(list(_seed_vals(R, cell, seeds).values()))
+
+
+def _efg_row(R, head: str, s: str, a: str, e: str, g: str) -> str:
+    return (f"| {head} | {_loss(R, s)} | {_loss(R, a)} | {_loss(R, e)} | {_loss(R, g)} | "
+            f"{fmt(gap(R, s, a))} | {_share_fmt(R, s, a, e)} | {_share_fmt(R, s, a, g)} | "
+            f"{_share_diff_fmt(R, s, a, e, g)} |")
+
+
+_EFG_HEAD = ("sync | async (2BW, τ=1) | async + EF | async + EF(γ*) | gap async−sync | "
+             "EF recovers (per seed; n) | EF(γ*) recovers (per seed; n) | "
+             "EF(γ*) − EF share, per seed |")
+
+
+def table_efg(R) -> str:
+    """Issue 20, table ``efg``: EF(γ*) beside Table 1's sync, async and EF."""
+    lines = ["| optimizer | " + _EFG_HEAD, "|" + " --- |" * 9]
+    for o in EFG_OPTIMIZERS:
+        lines.append(_efg_row(R, LABEL[o], *(f"{o}-{m}" for m in ("sync", "async", "ef", "efg"))))
+    return "\n".join(lines)
+
+
+def table_efg_beta(R) -> str:
+    """Issue 20, table ``efg-beta``: Muon's β sweep with EF and EF(γ*) (β = 0.95
+    is Table 1's cells and the efg table's muon-efg; sync and async are Table 2's)."""
+    lines = ["| Muon momentum β | γ*(β, 1) | " + _EFG_HEAD, "|" + " --- |" * 10]
+    for b in sweep.BETAS:
+        suf = "" if b == sweep.DEFAULT_BETA["muon"] else f"-beta{b:g}"
+        cells = [f"muon-{m}{suf}" for m in ("sync", "async", "ef", "efg")]
+        lines.append(_efg_row(R, f"{b:g} | {2 * b / (2 - b) ** 2:.2f}", *cells))
+    return "\n".join(lines)
+
+
+def table_efg_depth(R) -> str:
+    """Issue 20, table ``efg-depth`` (tiny tier, deep model, Muon): PipeDream (stage delays
+    τ_s = P−1−s) uncorrected, with EF (γ = 1) and with per-stage EF(γ*(β, τ_s)), against 2BW
+    (τ = 1 every stage) at the same P; share closed = (PipeDream − mode)/(PipeDream − 2BW)."""
+    lines = [f"Reference (synchronous, P = 2, {LABEL[sweep.DEPTH_OPT]}): "
+             f"{_loss(R, 'deep-sync')}", "",
+             "| P | 2BW | PipeDream | PipeDream + EF | PipeDream + EF(γ*) | gap PipeDream − 2BW | "
+             "EF closes (per seed; n) | EF(γ*) closes (per seed; n) | "
+             "EF(γ*) − EF share, per seed |", "|" + " --- |" * 9]
+    for P in (4, 8):
+        b, p = f"deep-2bw-P{P}", f"deep-pipedream-P{P}"
+        e, g = f"{p}-ef", f"{p}-efg"
+        lines.append(f"| {P} | {_loss(R, b)} | {_loss(R, p)} | {_loss(R, e)} | {_loss(R, g)} | "
+                     f"{fmt(gap(R, b, p))} | {_share_fmt(R, b, p, e)} | {_share_fmt(R, b, p, g)} "
+                     f"| {_share_diff_fmt(R, b, p, e, g)} |")
+    return "\n".join(lines)
+
+
+def h1_cell(o: str, m: str, f: float) -> str:
+    """The cell of optimizer o, mode m at lr = f × lr* (f = 1: Table 1's cell)."""
+    return f"{o}-{m}" if f == 1 else f"{o}-{m}-lrx{f:g}"
+
+
+H1_FRACTIONS = (*sweep.LR_FRACTIONS, 1.0)
+H1_SEEDS = sweep.SEEDS["h1"]  # f = 1 (Table 1, 3 seeds) is read on these seeds as well
+
+
+def table_h1(R) -> str:
+    """Issue 21, H1: the gap and EF's share at lr*/8, lr*/4, lr*/2 and lr* (seeds 0 and 1 at
+    every fraction, paired by seed)."""
+    lines = ["| optimizer | lr / lr* | lr | sync | async | async + EF | gap async−sync | "
+             "gap EF−sync | EF recovers (per seed; n) |", "|" + " --- |" * 9]
+    for o in sweep.H1_OPTIMIZERS:
+        for f in H1_FRACTIONS:
+            s, a, e = (h1_cell(o, m, f) for m in ("sync", "async", "ef"))
+            lines.append(f"| {LABEL[o]} | {_frac(f)} | {lr_of(R, s)} | "
+                         f"{_loss(R, s, H1_SEEDS)} | {_loss(R, a, H1_SEEDS)} | "
+                         f"{_loss(R, e, H1_SEEDS)} | {fmt(_gap_seeds(R, s, a, H1_SEEDS))} | "
+                         f"{fmt(_gap_seeds(R, s, e, H1_SEEDS))} | "
+                         f"{_share_fmt(R, s, a, e, H1_SEEDS)} |")
+    return "\n".join(lines)
+
+
+def _frac(f: float) -> str:
+    return "1" if f == 1 else f"1/{round(1 / f)}"
+
+
+def h2_best(R, o: str, m: str) -> tuple[float | None, int]:
+    """H2's protocol: the fraction f of lr* (grid H1_FRACTIONS) with the lowest mean final val
+    loss of mode m over seeds 0 and 1 (diverged = +inf); (None, 0) when no cell has run. The
+    second value is how many fractions had a result."""
+    scored = []
+    for f in H1_FRACTIONS:
+        v = list(_seed_vals(R, h1_cell(o, m, f), H1_SEEDS).values())
+        if v:
+            scored.append((statistics.fmean(v) if all(map(math.isfinite, v)) else math.inf, f))
+    if not scored:
+        return None, 0
+    return min(scored)[1], len(scored)
+
+
+def h2_gap(R, o: str, m: str) -> list[float]:
+    """Per-seed gap of mode m at its own best lr against sync at its own best lr (H2)."""
+    fs, _ = h2_best(R, o, "sync")
+    fm, _ = h2_best(R, o, m)
+    if fs is None or fm is None:
+        return []
+    return _gap_seeds(R, h1_cell(o, "sync", fs), h1_cell(o, m, fm), H1_SEEDS)
+
+
+def table_h2(R) -> str:
+    """Issue 21, H2: every mode at its own best lr (grid lr* × {1/8, 1/4, 1/2, 1}, lowest mean
+    val loss over seeds 0 and 1), the gaps there next to the shared-lr gaps (at lr*)."""
+    lines = ["| optimizer | best lr / lr*: sync | async | async + EF | gap async−sync at lr* | "
+             "tuned gap async−sync | gap EF−sync at lr* | tuned gap EF−sync | "
+             "EF recovers, tuned |", "|" + " --- |" * 9]
+    for o in sweep.H1_OPTIMIZERS:
+        best = {}
+        for m in ("sync", "async", "ef"):
+            f, k = h2_best(R, o, m)
+            best[m] = "—" if f is None else (
+                _frac(f) + ("" if k == len(H1_FRACTIONS) else f" ({k} of {len(H1_FRACTIONS)})"))
+        s, a, e = (f"{o}-{m}" for m in ("sync", "async", "ef"))
+        fs, fa, fe = (h2_best(R, o, m)[0] for m in ("sync", "async", "ef"))
+        tuned_share = "—" if None in (fs, fa, fe) else _share_fmt(
+            R, h1_cell(o, "sync", fs), h1_cell(o, "async", fa), h1_cell(o, "ef", fe), H1_SEEDS)
+        lines.append(f"| {LABEL[o]} | {best['sync']} | {best['async']} | {best['ef']} | "
+                     f"{fmt(_gap_seeds(R, s, a, H1_SEEDS))} | {fmt(h2_gap(R, o, 'async'))} | "
+                     f"{fmt(_gap_seeds(R, s, e, H1_SEEDS))} | {fmt(h2_gap(R, o, 'ef'))} | "
+                     f"{tuned_share} |")
+    return "\n".join(lines)
+
+
+def t3_edge_fractions(b: float) -> tuple[float, float] | None:
+    """T3 (theory/stability.py) at momentum β: the delayed stable step over the synchronous
+    one, c*(β, τ=1)/c*(β, τ=0), without and with EF; None when theory/ cannot be imported.
+    If lr* sat at the synchronous edge, these are the lr fractions at which the delayed run
+    would reach its own edge."""
+    try:
+        if str(HERE.parent) not in sys.path:
+            sys.path.insert(0, str(HERE.parent))
+        from theory.stability import critical_step
+    except ImportError:
+        return None
+    sync = critical_step(b, 0)
+    return critical_step(b, 1, ef=False) / sync, critical_step(b, 1, ef=True) / sync
+
+
+def _run_beta(R, o: str) -> float:
+    for r in R.get(f"{o}-sync", {}).values():
+        opt = r.get("config", {}).get("optimizer", {})
+        key = "momentum" if o == "muon" else "beta1"
+        if opt.get(key) is not None:
+            return float(opt[key])
+    return RUN_BETA[o]
+
+
+def figure_gap_vs_lr(R, path: Path) -> Path | None:
+    """The key figure of issue 21: gap (async − sync, EF − sync; seeds 0, 1, paired) against
+    lr/lr* per optimizer, with T3's edge fractions drawn in."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    fig, axes = plt.subplots(1, len(sweep.H1_OPTIMIZERS), figsize=(4 * len(sweep.H1_OPTIMIZERS),
+                                                                   3.8), sharey=False)
+    for ax, o in zip(axes, sweep.H1_OPTIMIZERS):
+        for m, lab, style in (("async", "async − sync", "-o"), ("ef", "async + EF − sync", "-s")):
+            xs, ys, es = [], [], []
+            for f in H1_FRACTIONS:
+                g = _gap_seeds(R, h1_cell(o, "sync", f), h1_cell(o, m, f), H1_SEEDS)
+                if g and all(map(math.isfinite, g)):
+                    xs.append(f)
+                    ys.append(statistics.fmean(g))
+                    es.append(statistics.stdev(g) if len(g) > 1 else 0.0)
+            if xs:
+                ax.errorbar(xs, ys, yerr=es, fmt=style, ms=4, capsize=3, label=lab)
+        b = _run_beta(R, o)
+        edge = t3_edge_fractions(b)
+        if edge is not None:
+            ax.axvline(edge[0], color="gray", ls="--", lw=1,
+                       label=f"T3 edge, no EF: {edge[0]:.3f}")
+            ax.axvline(edge[1], color="gray", ls=":", lw=1,
+                       label=f"T3 edge, EF: {edge[1]:.3f}")
+        ax.axhline(0.0, color="black", lw=0.5)
+        ax.set_xscale("log", base=2)
+        ax.set_xlim(min([*(edge or ()), *H1_FRACTIONS]) / 1.5, 1.5)
+        ax.set_title(f"{LABEL[o]} (β = {b:g})")
+        ax.set_xlabel("lr / lr*")
+        ax.set_ylabel("val-loss gap to sync (seeds 0, 1)")
+        ax.grid(alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
+    fig.suptitle("gap to sync vs lr/lr* (tiny tier, table h1); vertical lines: T3's edge "
+                 "fraction c*(β, τ=1)/c*(β, τ=0), assuming lr* at the synchronous edge",
+                 fontsize=9)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+def spectral_drift(R, cell: str) -> list[float]:
+    """T2's drift δ̄ (``drift.spectral_mean``: mean over updates of max over matrices of
+    ‖u_n/η_n − u_(n−1)/η_(n−1)‖₂) of the finished runs of ``cell`` that logged it."""
+    return [r["drift"]["spectral_mean"] for r in R.get(cell, {}).values()
+            if r.get("status") == "ok" and r.get("drift", {}).get("spectral_mean") is not None]
+
+
+def _h3_factor(o: str, b: float, tier: sweep.Tier) -> float | None:
+    try:
+        return sweep.h3_choice(o, b, tier)
+    except ValueError:  # h3-tune not finished for (o, b)
+        return None
+
+
+def table_h3(R, tier: sweep.Tier) -> str:
+    """Issue 21, H3: per β, the synchronous lr re-tuned over lr* × {1/2, 1, 2} (seed 0, table
+    h3-tune; sweep.h3_choice), then sync and async there (seeds 0, 1); T2's drift δ̄ of the
+    async run beside the gap, and Table 2's gap at the shared lr*."""
+    lines = ["| optimizer | β | sync val, seed 0, at lr* × ½ / 1 / 2 | chosen | sync | async | "
+             "gap async−sync (tuned) | gap at lr* (Table 2) | δ̄ async (T2) | δ̄ sync |",
+             "|" + " --- |" * 10]
+    for o in ("muon", "adamw"):
+        for b in sweep.BETAS:
+            tune = []
+            for f in sweep.H3_FACTORS:
+                v = vals(R, f"{o}-sync-beta{b:g}-lrx{f:g}").get(0)
+                tune.append("—" if v is None else ("diverged" if not math.isfinite(v)
+                                                   else f"{v:.3f}"))
+            f = _h3_factor(o, b, tier)
+            s, a = f"{o}-sync-beta{b:g}-tuned", f"{o}-async-beta{b:g}-tuned"
+            suf = "" if b == sweep.DEFAULT_BETA[o] else f"-beta{b:g}"
+            sa, da, ds = gap(R, s, a), spectral_drift(R, a), spectral_drift(R, s)
+            lines.append(f"| {LABEL[o]} | {b:g} | {' / '.join(tune)} | "
+                         f"{'—' if f is None else f'× {f:g}'} | {_loss(R, s)} | {_loss(R, a)} | "
+                         f"{fmt(sa)} | {fmt(gap(R, f'{o}-sync{suf}', f'{o}-async{suf}'))} | "
+                         f"{fmt(da)} | {fmt(ds)} |")
+    return "\n".join(lines)
+
+
+def figure_h3(R, path: Path) -> Path | None:
+    """H3, per optimizer (columns): the gap at the re-tuned lr beside Table 2's at lr* (top)
+    and T2's drift δ̄ of the async run (bottom), against β; None before any h3 run finished."""
+    if not any(c.endswith("-tuned") for c in R):
+        return None
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    fig, axes = plt.subplots(2, 2, figsize=(10, 7), sharex=True)
+    for col, o in enumerate(("muon", "adamw")):
+        for lab, name in (("lr re-tuned per β (h3)", "{o}-{m}-beta{b:g}-tuned"),
+                          ("lr* for every β (Table 2)", None)):
+            xs, ys, es = [], [], []
+            for b in sweep.BETAS:
+                if name is None:
+                    suf = "" if b == sweep.DEFAULT_BETA[o] else f"-beta{b:g}"
+                    s, a = f"{o}-sync{suf}", f"{o}-async{suf}"
+                else:
+                    s, a = (name.format(o=o, m=m, b=b) for m in ("sync", "async"))
+                pt = _mean_sd_point(gap(R, s, a))
+                if pt:
+                    xs.append(b)
+                    ys.append(pt[0])
+                    es.append(pt[1])
+            if xs:
+                axes[0][col].errorbar(xs, ys, yerr=es, marker="o", capsize=3, label=lab)
+        xs, ys, es = [], [], []
+        for b in sweep.BETAS:
+            pt = _mean_sd_point(spectral_drift(R, f"{o}-async-beta{b:g}-tuned"))
+            if pt:
+                xs.append(b)
+                ys.append(pt[0])
+                es.append(pt[1])
+        if xs:
+            axes[1][col].errorbar(xs, ys, yerr=es, marker="o", capsize=3, color="C2")
+        axes[0][col].set_title(LABEL[o])
+        axes[0][col].set_ylabel("val-loss gap async − sync")
+        axes[1][col].set_ylabel("T2's drift δ̄ of the async run (h3)")
+        axes[1][col].set_xlabel("momentum β" if o == "muon" else "β₁")
+        for ax in (axes[0][col], axes[1][col]):
+            ax.grid(alpha=0.3)
+        if axes[0][col].get_legend_handles_labels()[0]:
+            axes[0][col].legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+def _plot_series(path: Path, panels, xlabel: str, ylabel: str, logx: bool = False,
+                 title: str = "") -> Path | None:
+    """One row of panels; ``panels``: [(panel title, [(label, xs, means, sds)])]; None without
+    matplotlib or when no panel has a point."""
+    if not any(xs for _, series in panels for _, xs, _, _ in series):
+        return None
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 3.8), squeeze=False)
+    for ax, (head, series) in zip(axes[0], panels):
+        for lab, xs, ys, es in series:
+            if xs:
+                ax.errorbar(xs, ys, yerr=es, marker="o", capsize=3, label=lab)
+        if logx:
+            ax.set_xscale("log", base=2)
+        ax.set_title(head)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8)
+    if title:
+        fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+def _mean_sd_point(xs: list[float]) -> tuple[float, float] | None:
+    if not xs or not all(map(math.isfinite, xs)):
+        return None
+    return statistics.fmean(xs), (statistics.stdev(xs) if len(xs) > 1 else 0.0)
+
+
+def figure_efg_beta(R, path: Path, tier: sweep.Tier) -> Path | None:
+    """Issue 20: the share of Muon's gap that EF and EF(γ*) recover, against β (per-seed
+    shares, mean ± sd)."""
+    series = []
+    for m, lab in (("ef", "EF"), ("efg", "EF(γ*)")):
+        xs, ys, es = [], [], []
+        for b in sweep.BETAS:
+            suf = "" if b == sweep.DEFAULT_BETA["muon"] else f"-beta{b:g}"
+            pt = _mean_sd_point(list(_seed_shares(R, f"muon-sync{suf}", f"muon-async{suf}",
+                                                  f"muon-{m}{suf}").values()))
+            if pt:
+                xs.append(b)
+                ys.append(pt[0])
+                es.append(pt[1])
+        series.append((lab, xs, ys, es))
+    return _plot_series(path, [(f"Muon ({tier.name} tier, table efg-beta)", series)],
+                        "momentum β", "% of the async gap recovered (per seed)")
+
+
+H4_SEEDS = sweep.SEEDS["h4"]  # the base length (Table 1, 3 seeds) is read on these seeds too
+
+
+def table_h4(R, tier: sweep.Tier) -> str:
+    """Issue 21, H4: the gap and EF's share at 1×, 2× and 4× the steps (lr schedule stretched;
+    seeds 0 and 1 at every length, paired by seed)."""
+    lines = ["| optimizer | steps | sync | async | async + EF | gap async−sync | gap EF−sync | "
+             "EF recovers (per seed; n) |", "|" + " --- |" * 8]
+    for o in ("adamw", "muon"):
+        for n in (1, 2, 4):
+            st = n * tier.steps
+            s, a, e = (f"{o}-{m}" if n == 1 else f"{o}-{m}-steps{st}"
+                       for m in ("sync", "async", "ef"))
+            lines.append(f"| {LABEL[o]} | {st} | {_loss(R, s, H4_SEEDS)} | "
+                         f"{_loss(R, a, H4_SEEDS)} | {_loss(R, e, H4_SEEDS)} | "
+                         f"{fmt(_gap_seeds(R, s, a, H4_SEEDS))} | "
+                         f"{fmt(_gap_seeds(R, s, e, H4_SEEDS))} | "
+                         f"{_share_fmt(R, s, a, e, H4_SEEDS)} |")
+    return "\n".join(lines)
+
+
+def figure_h4(R, tier: sweep.Tier, path: Path) -> Path | None:
+    """H4: the gap to sync of async and async + EF against the run length (seeds 0, 1)."""
+    panels = []
+    for o in ("adamw", "muon"):
+        series = []
+        for m, lab in (("async", "async − sync"), ("ef", "async + EF − sync")):
+            xs, ys, es = [], [], []
+            for n in (1, 2, 4):
+                st = n * tier.steps
+                s, c = (f"{o}-{x}" if n == 1 else f"{o}-{x}-steps{st}" for x in ("sync", m))
+                pt = _mean_sd_point(_gap_seeds(R, s, c, H4_SEEDS))
+                if pt:
+                    xs.append(st)
+                    ys.append(pt[0])
+                    es.append(pt[1])
+            series.append((lab, xs, ys, es))
+        panels.append((LABEL[o], series))
+    return _plot_series(path, panels, "training steps (lr schedule stretched)",
+                        "val-loss gap to sync (seeds 0, 1)", logx=True)
+
+
+def issue21_sections(R, tier: sweep.Tier) -> tuple[list[str], list[Path]]:
+    """The tables.md sections (and figures written into ``tier.figures``) of issue 20's EF(γ*)
+    tables and issue 21's H1–H4 tables that ``tier`` runs."""
+    md: list[str] = []
+    made: list[Path] = []
+    order = tier.table_order
+    if "efg" in order:
+        md += ["## EF(γ*) — the gap (issue 20, table efg)", "",
+               "EF(γ*) is `--delay.ef_gamma auto` (γ*(β, τ) of T3). Share recovered = (async − "
+               "mode)/(async − sync) on the seed means over the seeds all three cells have; the "
+               "seeds' own shares in parentheses; the last column is EF(γ*)'s share minus EF's, "
+               "seed by seed (percentage points, mean ± sd).", "", table_efg(R), ""]
+    if "efg-beta" in order:
+        md += ["## EF(γ*) — Muon's momentum sweep (issue 20, table efg-beta)", "",
+               "Sync and async are Table 2's cells; β = 0.95 is Table 1's and the efg table's.",
+               "", table_efg_beta(R), ""]
+        fig = figure_efg_beta(R, tier.figures / "efg_share_vs_beta.png", tier)
+        if fig:
+            made.append(fig)
+            md += ["![efg_share_vs_beta](figures/efg_share_vs_beta.png)", ""]
+    if "efg-depth" in order:
+        md += ["## EF(γ*) at depth (issue 20, table efg-depth)", "",
+               "The deep model with Muon; PipeDream's stage s waits τ_s = P − 1 − s steps, 2BW's "
+               "every stage 1. Share closed = (PipeDream − mode)/(PipeDream − 2BW), on the seed "
+               "means (the seeds' own in parentheses); it has no meaning where PipeDream is not "
+               "worse than 2BW (a gap near zero or negative).", "", table_efg_depth(R), ""]
+    if "h1" in order:
+        fig = figure_gap_vs_lr(R, tier.figures / "gap_vs_lr.png")
+        made += [fig] if fig else []
+        edges = []
+        for o in sweep.H1_OPTIMIZERS:
+            b = _run_beta(R, o)
+            e = t3_edge_fractions(b)
+            if e is not None:
+                edges.append(f"{LABEL[o]} (β = {b:g}): {e[0]:.4f} without EF, "
+                             f"{e[1]:.4f} with EF")
+        md += ["## H1 — the gap versus the learning rate (issue 21, table h1)", "",
+               "Every mode at lr* × {1/8, 1/4, 1/2, 1} (lr* of `configs/lrs.toml`; Muon's AdamW "
+               "side scaled with it). lr* × 1 is Table 1's cells, read on seeds 0 and 1 like "
+               "the others; gaps paired by seed.", "", table_h1(R), "",
+               "![gap_vs_lr](figures/gap_vs_lr.png)", "",
+               "*Figure `gap_vs_lr.png`:* the gap to sync of async and of async + EF against "
+               "lr/lr* (log₂ axis; mean ± sd over seeds 0, 1). Vertical lines: T3's edge "
+               "fractions c*(β, τ=1)/c*(β, τ=0) (theory/stability.py; dashed without EF, "
+               "dotted with EF) at each optimizer's β — the lr fraction at which the delayed "
+               "run would reach its stability edge *if lr* sat at the synchronous edge* (an "
+               "assumption, not a measurement; T3 is the heavy-ball quadratic model). "
+               + ("Fractions: " + "; ".join(edges) + "." if edges else ""), "",
+               "## H2 — every mode at its own learning rate (issue 21, table h1)", "",
+               "Protocol (experiments/README.md, *Why the gap*): each mode's lr is the grid "
+               "value lr* × {1/8, 1/4, 1/2, 1} with the lowest mean val loss over seeds 0 and 1; "
+               "\"(k of 4)\" marks a choice made on an unfinished grid. Tuned gap: the mode at "
+               "its best lr minus sync at its best lr, paired by seed.", "", table_h2(R), ""]
+    if "h3" in order:
+        fig = figure_h3(R, tier.figures / "h3_gap_drift_vs_beta.png")
+        md += ["## H3 — momentum at a re-tuned learning rate (issue 21, tables h3-tune, h3)", "",
+               "Per β the synchronous lr is re-tuned over lr* × {1/2, 1, 2} on seed 0 (lowest "
+               "final val loss, `sweep.h3_choice`); sync and async then run there (seeds 0, 1). "
+               "δ̄: T2's drift in its own norm (`drift.spectral_mean` of each result), mean ± "
+               "sd over seeds.", "", table_h3(R, tier), ""]
+        if fig:
+            made.append(fig)
+            md += ["![h3_gap_drift_vs_beta](figures/h3_gap_drift_vs_beta.png)", ""]
+    if "h4" in order:
+        md += ["## H4 — training length (issue 21, table h4)", "",
+               "The same cells at 2× and 4× the steps (the lr schedule stretched with them); the "
+               "base length is Table 1's cells, read on seeds 0 and 1 like the others.", "",
+               table_h4(R, tier), ""]
+        fig = figure_h4(R, tier, tier.figures / "h4_gap_vs_steps.png")
+        if fig:
+            made.append(fig)
+            md += ["![h4_gap_vs_steps](figures/h4_gap_vs_steps.png)", ""]
+    return md, made
 
 
 # -- figures -------------------------------------------------------------------------------------
@@ -543,6 +1083,10 @@ def number(key: str) -> str:
     - ``drift/C``, ``driftmean/C`` — mean relative update drift ρ̄ (default 2 digits);
     - ``pearson``, ``spearman`` — drift against share recovered over the optimizers (Table 6);
     - ``flatdrop/C`` — validation-loss drop over the last 20 % of the steps, mean ± std;
+    - ``sdrift/C``, ``sdriftmean/C`` — T2's drift δ̄ (``drift.spectral_mean``), default 3 digits;
+    - ``h2f/O/M`` — H2's best lr fraction of mode M of optimizer O ("1/4"); ``h2gap/O/M`` —
+      the gap of M at its best lr against sync at its best lr, mean ± std;
+    - ``h3f/O/B`` — H3's lr factor for optimizer O at β = B (``sweep.h3_choice``), "× 0.5";
     - ``paper/gap/O``, ``paper/rec/O`` — the paper's 360M gap and EF share (``PAPER_360M``).
     """
     return _minus(_number(key))
@@ -603,6 +1147,16 @@ def _number(key: str) -> str:
         if kind == "spearman":
             xs, ys = _ranks(xs), _ranks(ys)
         return f"{_pearson(xs, ys):+.{d or 2}f}"
+    if kind in ("sdrift", "sdriftmean"):
+        return _mean_sd(spectral_drift(R, args[0]), d or 3, False, kind == "sdrift")
+    if kind == "h2f":
+        f, _ = h2_best(R, args[0], args[1])
+        return "—" if f is None else _frac(f)
+    if kind == "h2gap":
+        return _mean_sd(h2_gap(R, args[0], args[1]), d or 3, True, True)
+    if kind == "h3f":
+        f = _h3_factor(args[0], float(args[1]), sweep.get_tier(tier))
+        return "—" if f is None else f"× {f:g}"
     if kind == "flatdrop":
         recs = [r for r in R.get(args[0], {}).values() if r.get("status") == "ok"]
         drops = []
@@ -787,6 +1341,8 @@ def build_report(tier: sweep.Tier) -> Path:
     if "7" in tier.table_order:
         md += ["## Table 7 — not in the paper: the gap at a lower learning rate", "",
                table7(R), ""]
+    more, _ = issue21_sections(R, tier)
+    md += more
     if any(c.startswith("gpu135-") for c in R):
         md += ["## GPU runbook — smollm-135m on one H200 (experiments/gpu/run_135m.sh)", "",
                table_gpu(R), ""]

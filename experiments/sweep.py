@@ -154,7 +154,9 @@ def _tier(name: str, **kw) -> Tier:
 TIERS: dict[str, Tier] = {
     "tiny": _tier("tiny", steps=300, base="base.toml", deep="deep.toml", seq_len=64,
                   lrs_file=CONFIGS / "lrs.toml", lr_grid=dict(TINY_LR_GRID),
-                  table_order=("lr", "1", "3", "2", "4", "5", "7"),
+                  # issue 20's EF(gamma*) tables and issue 21's H1-H4 after the paper's tables
+                  table_order=("lr", "1", "3", "2", "4", "5", "7", "efg", "efg-beta",
+                               "efg-depth", "h1", "h3-tune", "h3", "h4"),
                   title="CPU-scale reproduction"),
     # The `small` tier (experiments/README.md): the 4.0M-parameter model, one epoch of the
     # corpus per run. No depth table (4) or lower-lr table (7) in this tier yet: the deep model
@@ -166,7 +168,7 @@ TIERS: dict[str, Tier] = {
                    lr_grid={"adamw": (1e-3, 3e-3, 1e-2), "muon": (0.005, 0.01, 0.02, 0.05),
                             "soap": (1e-3, 3e-3, 1e-2, 3e-2), "adan": (1e-3, 3e-3, 1e-2),
                             "lion": (1e-4, 3e-4, 1e-3), "mars": (1e-3, 3e-3, 1e-2)},
-                   table_order=("lr", "1", "flat", "3", "2", "5"),
+                   table_order=("lr", "1", "flat", "3", "2", "5", "efg", "efg-beta"),
                    title="CPU reproduction, `small` tier"),
     # The `gpu` tier (experiments/README.md, "GPU protocol"; experiments/gpu/run.sh): the shape
     # and run length of configs/gpu.toml chosen by experiments/gpu/plan.py for the debdocs

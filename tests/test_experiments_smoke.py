@@ -267,3 +267,61 @@ def test_sigterm_stops_the_sweep_and_leaves_nothing_behind(tmp_path):
     assert left.stdout.split() == [], "the training subprocess outlived the sweep"
     assert list(tmp.glob("asyncpp-*")) == []  # (torch keeps its own cache folder there)
     assert list(results.iterdir()) == []  # no lock, no half-written or finished result
+
+
+def test_issue_20_21_tables_from_synthetic_results(tmp_path):
+    """EF(γ*) depth, H1/H2 (gap vs lr, each mode at its own lr), H3 (re-tuned lr, T2's drift)
+    and H4 from synthetic results: cells not run show "—", shares are paired by seed."""
+    R = {}
+
+    def add(cell, seed, val, sdrift=None):
+        rec = _record(cell, seed, val)
+        if sdrift is not None:
+            rec["drift"]["spectral_mean"] = sdrift
+        R.setdefault(cell, {})[seed] = rec
+        if tmp_path is not None:
+            _write(tmp_path / "results", rec)
+
+    for s in (0, 1):
+        # AdamW: gap 1.0 at lr*, 0.2 at lr*/8 where async is best; EF halves the gap
+        for f, g in ((1.0, 1.0), (0.125, 0.2)):
+            suf = "" if f == 1 else f"-lrx{f:g}"
+            add(f"adamw-sync{suf}", s, 3.0 + (0.3 if f < 1 else 0.0))
+            add(f"adamw-async{suf}", s, 3.0 + (0.3 if f < 1 else 0.0) + g)
+            add(f"adamw-ef{suf}", s, 3.0 + (0.3 if f < 1 else 0.0) + g / 2)
+        add("deep-2bw-P4", s, 4.0)
+        add("deep-pipedream-P4", s, 4.4)
+        add("deep-pipedream-P4-ef", s, 4.2)
+        add("deep-pipedream-P4-efg", s, 4.1 + 0.08 * s)  # shares 75 % and 55 %
+        add("muon-sync-beta0.8-tuned", s, 3.0, sdrift=0.5)
+        add("muon-async-beta0.8-tuned", s, 3.1, sdrift=0.7 + s / 10)
+    add("adamw-sync", 2, 9.0)  # seed 2 of Table 1 is not an H1 seed: not read
+    for f, v in ((0.5, 3.2), (1.0, 3.0), (2.0, 3.1)):
+        add(f"muon-sync-beta0.8-lrx{f:g}", 0, v)
+    md = report.table_h1(R)
+    row = next(ln for ln in md.splitlines() if ln.startswith("| AdamW | 1 |"))
+    assert "1.000 ± 0.000 (n=2)" in row and "50 % (50, 50; n=2)" in row
+    assert "| AdamW | 1/4 | — | — |" in md and "| Muon | 1/8 | — |" in md
+    assert report.h2_best(R, "adamw", "sync") == (1.0, 2)  # lower loss at lr*
+    assert report.h2_best(R, "adamw", "async") == (0.125, 2)
+    h2 = next(ln for ln in report.table_h2(R).splitlines() if ln.startswith("| AdamW"))
+    assert h2.startswith("| AdamW | 1 (2 of 4) | 1/8 (2 of 4) | 1/8 (2 of 4) | 1.000 ± 0.000")
+    assert "| 0.500 ± 0.000 (n=2) |" in h2  # tuned: async at lr*/8 (3.5) − sync at lr* (3.0)
+    depth = report.table_efg_depth(R)
+    p4 = next(ln for ln in depth.splitlines() if ln.startswith("| 4 |"))
+    assert "50 % (50, 50; n=2)" in p4 and "65 % (75, 55; n=2)" in p4
+    assert p4.endswith("| 0.400 ± 0.000 (n=2) | 50 % (50, 50; n=2) | 65 % (75, 55; n=2) | "
+                       "+15 ± 14 pp (n=2) |")
+    assert "| 8 | — | — | — | — |" in depth
+    tier = TINY.at(results=tmp_path / "results")
+    h3 = report.table_h3(R, tier)
+    row = next(ln for ln in h3.splitlines() if ln.startswith("| Muon | 0.8 |"))
+    assert "| 3.200 / 3.000 / 3.100 | × 1 |" in row
+    assert row.endswith("| 0.750 ± 0.071 (n=2) | 0.500 ± 0.000 (n=2) |")
+    assert "| Muon | 0.9 | — / — / — | — |" in h3
+    assert "| AdamW | 300 | 3.000 ± 0.000 (n=2) |" in report.table_h4(R, tier)
+    # h3's cells depend on h3-tune: before it has finished, progress says so instead of failing
+    rows = {ln.split(" | ")[0][2:]: ln for ln in report.progress(R, tier).splitlines()
+            if ln.startswith("| ")}
+    assert rows["h3"].startswith("| h3 | 4 | — | — (run --tables h3-tune first)")
+    assert rows["h1"].startswith("| h1 | ")
