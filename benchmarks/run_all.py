@@ -17,10 +17,11 @@ import bench_memory
 import bench_muon
 import bench_pipeline
 import bench_train
+import bench_wpipe
 
 BENCHMARKS = [("1 Muon step", bench_muon), ("2 delay-core overhead", bench_delay),
               ("3 pipeline throughput", bench_pipeline), ("4 weight-version memory", bench_memory),
-              ("5 training throughput", bench_train)]
+              ("5 training throughput", bench_train), ("7 WPipe vs 2BW vs 1F1B", bench_wpipe)]
 
 
 def main(argv=None) -> int:

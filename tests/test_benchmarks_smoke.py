@@ -68,6 +68,13 @@ def test_train(bench):
     assert r["ratio"] > 0
 
 
+def test_wpipe(bench):
+    import bench_wpipe
+
+    r = bench_wpipe.main(["--devices", "2", "--m", "3"])
+    assert r["wpipe_memory_vs_2bw"] == [0.75]
+
+
 def test_gpu_dry_run(bench):
     sys.path.insert(0, str(BENCH / "gpu"))
     try:

@@ -5,6 +5,7 @@ Examples::
     asyncpp-schedule                                   # PipeDream-2BW, 4 stages, 4 microbatches
     asyncpp-schedule --schedule 1f1b --stages 4 --microbatches 8
     asyncpp-schedule --schedule 2bw --stages 4 --microbatches 8 --steps 2 --png /tmp/2bw.png
+    asyncpp-schedule --schedule wpipe --stages 8 --microbatches 8 --t-forward 0.5 --t-backward 1
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .registry import get_spec
 from .schedules import SCHEDULES, build
-from .simulator import simulate, steady_state_bubble
+from .simulator import default_devices, simulate, steady_state_bubble, steady_state_devices
 from .timeline import ascii, plot, summary
 
 
@@ -48,6 +50,11 @@ def main(argv: list[str] | None = None) -> int:
         res = simulate(sched, args.t_forward, args.t_backward, args.t_comm, args.t_optimizer)
         steady = steady_state_bubble(args.schedule, args.stages, args.microbatches,
                                      args.t_forward, args.t_backward, args.t_comm)
+        # Per device: WPipe runs two partitions on each device (d and P/2 + d).
+        dev_bubble, dev_memory = steady_state_devices(
+            args.schedule, args.stages, args.microbatches, args.t_forward, args.t_backward,
+            args.t_comm)
+        n_dev = len(default_devices(sched))
         text = ascii(res, width=args.width)
         if args.png:
             try:
@@ -64,6 +71,9 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(summary(res))
     print(f"steady-state bubble fraction: {steady:.4f}")
+    pairing = " (partitions d and P/2+d on device d)" if get_spec(args.schedule).grouped else ""
+    print(f"per device, {n_dev} devices{pairing}: steady-state bubble fraction "
+          f"{dev_bubble:.4f}, weight-version memory {dev_memory:.4f} W (W = all weights)")
     if args.png:
         print(f"wrote {args.png}")
     return 0

@@ -165,7 +165,9 @@ def simulate_devices(schedule: Schedule, devices: Sequence[Sequence[int]] | None
     one action at a time: each stage keeps its own action order, and a device runs, among its
     stages' next compute actions, the one that can start first (non-preemptive list scheduling:
     the globally earliest start is taken next, so no later event is simulated before an
-    earlier one; ties go to a backward, then to the lower stage). Durations are per stage
+    earlier one; ties go to a backward, then to the later stage). This greedy order is ours,
+    not necessarily the best one: it leaves WPipe a small bubble at 4 devices and more (see
+    ``benchmarks/bench_wpipe.py``). Durations are per stage
     (scalars or one per stage), ``t_comm`` as in :func:`simulate` (sends cost nothing;
     messages between stages of one device also take ``t_comm``).
 
@@ -221,7 +223,9 @@ def simulate_devices(schedule: Schedule, devices: Sequence[Sequence[int]] | None
             if pos[s] >= len(acts) or isinstance(acts[pos[s]], Recv):
                 continue
             start = max(clock[owner[s]], ready[s])
-            key = (start, 0 if isinstance(acts[pos[s]], Backward) else 1, s)
+            # ties: a backward first (it frees activations and versions), then the later
+            # partition (WPipe's G1 drains every step: it is the critical path)
+            key = (start, 0 if isinstance(acts[pos[s]], Backward) else 1, -s)
             if best is None or key < best[0]:
                 best = (key, s)
         if best is None:
@@ -231,7 +235,8 @@ def simulate_devices(schedule: Schedule, devices: Sequence[Sequence[int]] | None
                 raise ValueError(f"schedule {schedule.name!r} deadlocks on devices {devs}; "
                                  f"waiting actions: {stuck}")
             break
-        (start, _, s), k = best[0], owner[best[1]]
+        start, s = best[0][0], best[1]
+        k = owner[s]
         a = schedule.actions[s][pos[s]]
         if isinstance(a, Forward):
             dur, kind = tf[s], "F"
