@@ -1,6 +1,6 @@
 r"""Pipeline parallelism: schedules as data, a timing simulator, and a multi-process executor.
 
-Schedules (GPipe, 1F1B with flush, original PipeDream, PipeDream-2BW) are plain per-stage action
+Schedules (GPipe, 1F1B with flush, original PipeDream, PipeDream-2BW, WPipe) are plain per-stage action
 lists (:mod:`asyncpp.pipeline.schedules`), analysed and drawn without any communication
 (:func:`simulate`, :mod:`asyncpp.pipeline.timeline`, ``asyncpp-schedule``). The executor runs
 the same lists over ``torch.distributed``; its updates go through the delay core
@@ -17,6 +17,9 @@ gpipe      plain synchronous training                                       (Pâˆ
            :math:`x_{t+1} = x_t - U(g_{t-1};\,x_t)`, :math:`x_1 = x_0`)
 pipedream  ``DelayedOptimizer(opt, delay=[P-1-s per stage's groups])``,      0
            one step per *microbatch* (each microbatch is a minibatch)
+wpipe      ``DelayedOptimizer(opt, delay=[1 for s < P/2, 0 for s â‰¥ P/2])``,  per device
+           one step per batch (P partitions on P/2 devices, two each;      (simulate_
+           see :mod:`asyncpp.pipeline.schedules`)                          devices)
 ========== ================================================================ ============
 
 Using the executor from a training loop (run under ``torchrun --nproc-per-node=dp*P``)::
