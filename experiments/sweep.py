@@ -100,7 +100,7 @@ DEPTH_OPT = "muon"
 BASE_BATCH = 16  # train.batch_size of base.toml and small.toml
 BATCHES = (8, BASE_BATCH, 32)
 BATCH_OPT = "adamw"
-SEEDS = {"h1": (0, 1), "h3-tune": (0,), "h3": (0, 1), "h4": (0, 1),
+SEEDS = {"nag": (0, 1, 2), "h1": (0, 1), "h3-tune": (0,), "h3": (0, 1), "h4": (0, 1),
          "efg": (0, 1, 2), "efg-beta": (0, 1), "efg-depth": (0, 1, 2),
          "gpu135": (0,), "gpu": (0, 1), "lr": (0,), "flat": (0,), "7": (0,), "1": (0, 1, 2),
          "3": (0, 1, 2), "2": (0, 1), "4": (0,), "5": (0, 1)}
@@ -156,7 +156,7 @@ TIERS: dict[str, Tier] = {
                   lrs_file=CONFIGS / "lrs.toml", lr_grid=dict(TINY_LR_GRID),
                   # issue 20's EF(gamma*) tables and issue 21's H1-H4 after the paper's tables
                   table_order=("lr", "1", "3", "2", "4", "5", "7", "efg", "efg-beta",
-                               "efg-depth", "h1", "h3-tune", "h3", "h4"),
+                               "efg-depth", "nag", "h1", "h3-tune", "h3", "h4"),
                   title="CPU-scale reproduction"),
     # The `small` tier (experiments/README.md): the 4.0M-parameter model, one epoch of the
     # corpus per run. No depth table (4) or lower-lr table (7) in this tier yet: the deep model
@@ -285,6 +285,23 @@ def table_cells(table: str, tier: Tier) -> list[Cell]:
                     "pipeline.microbatches": "2", "pipeline.simulate": "true", **corr},
                     "deep.toml"))
         return out
+    if table == "nag":
+        # Issue 23, Table 3's mitigations at depth: the Nesterov delay correction against EF
+        # and EF(gamma*), for Muon and AdamW, 2BW and PipeDream at P = 4 on the deep model
+        # (Muon's uncorrected cells and PipeDream's EF/EF(gamma*) are Table 4's and efg-depth's).
+        out = [_cell("deep-adamw-sync", "adamw", {"pipeline.schedule": "1f1b",
+                                                  "pipeline.stages": "2",
+                                                  "pipeline.microbatches": "2"}, "deep.toml")]
+        for o in ("muon", "adamw"):
+            for sched, m in (("2bw", "4"), ("pipedream", "2")):
+                for corr in NAG_CORRECTIONS:
+                    pre = "deep" if o == DEPTH_OPT else f"deep-{o}"
+                    name = f"{pre}-{sched}-P4" + (f"-{corr}" if corr != "none" else "")
+                    out.append(_cell(name, o, {
+                        "pipeline.schedule": sched, "pipeline.stages": "4",
+                        "pipeline.microbatches": m, "pipeline.simulate": "true",
+                        **NAG_CORRECTIONS[corr]}, "deep.toml"))
+        return out
     if table == "h1":
         # Issue 21, H1 (and H2's grid): every mode at lr*/8, lr*/4, lr*/2 (lr* = Table 1's
         # cells). Muon's AdamW side (embeddings, norms) is scaled with it: the whole step.
@@ -340,6 +357,9 @@ def table_cells(table: str, tier: Tier) -> list[Cell]:
 
 
 H1_OPTIMIZERS = ("adamw", "muon", "adan", "soap")
+NAG_CORRECTIONS = {"none": {}, "ef": {"delay.correction": "ef"},
+                   "efg": {"delay.correction": "ef", "delay.ef_gamma": "auto"},
+                   "nag": {"delay.correction": "nesterov"}}
 LR_FRACTIONS = (0.125, 0.25, 0.5)
 H3_FACTORS = (0.5, 1.0, 2.0)
 MUON_ADAMW_LR = 3e-3  # optimizer.adamw_lr's default: Muon's AdamW side in every table
