@@ -144,9 +144,9 @@ class PipelineExecutor:
             stage is called as ``stage(x, targets)`` and must return the scalar loss.
         optimizer: the stage's optimizer (e.g. from ``build_optimizer`` over
             ``stage.named_parameters()``), or a ``DelayedOptimizer`` around it carrying the
-            correction ("ef", "taylor") and synchronous start/cooldown. Its delay must be the
-            schedule's (:func:`stage_delay`); a bare optimizer is wrapped with it.
-        schedule: "gpipe", "1f1b", "pipedream" or "2bw".
+            correction ("ef", "taylor", "nesterov") and synchronous start/cooldown. Its delay
+            must be the schedule's (:func:`stage_delay`); a bare optimizer is wrapped with it.
+        schedule: "gpipe", "1f1b", "pipedream", "2bw" or "wpipe" (each rank one partition).
         num_microbatches: m; every batch is split into m equal microbatches along dim 0.
         num_stages: P (defaults to ``topology.num_stages``; 1 without a process group).
         topology: a :class:`PipelineTopology`; created (collectively) when omitted.
