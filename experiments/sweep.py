@@ -100,7 +100,7 @@ DEPTH_OPT = "muon"
 BASE_BATCH = 16  # train.batch_size of base.toml and small.toml
 BATCHES = (8, BASE_BATCH, 32)
 BATCH_OPT = "adamw"
-SEEDS = {"nag": (0, 1, 2), "h1": (0, 1), "h3-tune": (0,), "h3": (0, 1), "h4": (0, 1),
+SEEDS = {"nag": (0, 1, 2), "wpipe": (0, 1, 2), "h1": (0, 1), "h3-tune": (0,), "h3": (0, 1), "h4": (0, 1),
          "efg": (0, 1, 2), "efg-beta": (0, 1), "efg-depth": (0, 1, 2),
          "gpu135": (0,), "gpu": (0, 1), "lr": (0,), "flat": (0,), "7": (0,), "1": (0, 1, 2),
          "3": (0, 1, 2), "2": (0, 1), "4": (0,), "5": (0, 1)}
@@ -156,7 +156,7 @@ TIERS: dict[str, Tier] = {
                   lrs_file=CONFIGS / "lrs.toml", lr_grid=dict(TINY_LR_GRID),
                   # issue 20's EF(gamma*) tables and issue 21's H1-H4 after the paper's tables
                   table_order=("lr", "1", "3", "2", "4", "5", "7", "efg", "efg-beta",
-                               "efg-depth", "nag", "h1", "h3-tune", "h3", "h4"),
+                               "efg-depth", "nag", "wpipe", "h1", "h3-tune", "h3", "h4"),
                   title="CPU-scale reproduction"),
     # The `small` tier (experiments/README.md): the 4.0M-parameter model, one epoch of the
     # corpus per run. No depth table (4) or lower-lr table (7) in this tier yet: the deep model
@@ -301,6 +301,18 @@ def table_cells(table: str, tier: Tier) -> list[Cell]:
                         "pipeline.schedule": sched, "pipeline.stages": "4",
                         "pipeline.microbatches": m, "pipeline.simulate": "true",
                         **NAG_CORRECTIONS[corr]}, "deep.toml"))
+        return out
+    if table == "wpipe":
+        # Issue 23, WPipe against 2BW on equal partitions (the deep model cut in 4: WPipe's
+        # first group waits one step, its second none; 2BW's every stage one; table nag).
+        out = []
+        for o in ("muon", "adamw"):
+            pre = "deep" if o == DEPTH_OPT else f"deep-{o}"
+            for corr in ("none", "ef"):
+                out.append(_cell(f"{pre}-wpipe-P4" + ("-ef" if corr == "ef" else ""), o, {
+                    "pipeline.schedule": "wpipe", "pipeline.stages": "4",
+                    "pipeline.microbatches": "4", "pipeline.simulate": "true",
+                    **NAG_CORRECTIONS[corr]}, "deep.toml"))
         return out
     if table == "h1":
         # Issue 21, H1 (and H2's grid): every mode at lr*/8, lr*/4, lr*/2 (lr* = Table 1's
