@@ -100,7 +100,8 @@ DEPTH_OPT = "muon"
 BASE_BATCH = 16  # train.batch_size of base.toml and small.toml
 BATCHES = (8, BASE_BATCH, 32)
 BATCH_OPT = "adamw"
-SEEDS = {"nag": (0, 1, 2), "wpipe": (0, 1, 2), "h1": (0, 1), "h3-tune": (0,), "h3": (0, 1), "h4": (0, 1),
+SEEDS = {"nag": (0, 1, 2), "wpipe": (0, 1, 2), "h1": (0, 1), "h3-tune": (0,), "h3": (0, 1),
+         "h4": (0, 1),
          "efg": (0, 1, 2), "efg-beta": (0, 1), "efg-depth": (0, 1, 2),
          "gpu135": (0,), "gpu": (0, 1), "lr": (0,), "flat": (0,), "7": (0,), "1": (0, 1, 2),
          "3": (0, 1, 2), "2": (0, 1), "4": (0,), "5": (0, 1)}
