@@ -81,6 +81,9 @@ at β₂ = 0, step AD7) is 2.11, 5.75, 10.39 at β₁ = 0.9, 0.95, 0.98 (β₂ =
 Adan's delayed floor is 0.078, 0.0081, 0.0019 hη² against Adam's 0.5: **with the reference
 β₁ = 0.98, Adan's gap is ~270× smaller than AdamW's and ~40× smaller than with β₁ = 0.9**, and
 EF *increases* Adan's floor at β₁ = 0.98 (it over-corrects on top of the built-in compensation).
+With Alg. 1's β's read in the torch convention, (0.02, 0.08, 0.01), n follows (g + β₂Δg)² step
+by step and Adan is nearly signSGD without momentum (simulated floors 0.112, 0.449, 1.14 hη² in
+sync, async, EF: ratio 4, EF hurts, as for sign descent at β = 0).
 
 **Sign-like (Muon in 1-D).** The floor is exact from :func:`theory.muon_cycle.cycle`:
 F = hη²·mean(x*²)/2 (x* in units of η); it is not small in sync (fixed step length), so delay

@@ -113,6 +113,16 @@ def test_adan_reference_beta1_compensates_delay():
     assert a90["ef"] < a90["async"]
 
 
+def test_adan_with_paper_convention_betas_is_sign_like():
+    # Alg. 1's (0.02, 0.08, 0.01) read as torch betas: n tracks the current gradient, so the
+    # update is about sign(g): a large sync floor, a small async/sync ratio, and EF hurts
+    f = [_sim_floor("adan", 0.02, t, e, steps=20000, beta2=0.08, beta3=0.01)
+         for t, e in ((0, False), (1, False), (1, True))]
+    assert f[0] > 0.05                       # sign-like sync floor (reference betas: 1.2e-4)
+    assert f[1] / f[0] < 10 < ad.floors("adan", 0.9)["ratio"]
+    assert f[2] > f[1]
+
+
 def test_sign_floor_exact_cycle_matches_float_recursion():
     for b, tau, ef in ((0.95, 1, False), (0.95, 1, True), (0.9, 0, False), (0.9, 2, False)):
         cyc = muon_cycle.cycle(b, tau, ef, True)
