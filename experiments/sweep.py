@@ -100,7 +100,8 @@ DEPTH_OPT = "muon"
 BASE_BATCH = 16  # train.batch_size of base.toml and small.toml
 BATCHES = (8, BASE_BATCH, 32)
 BATCH_OPT = "adamw"
-SEEDS = {"nag": (0, 1, 2), "wpipe": (0, 1, 2), "h1": (0, 1), "h3-tune": (0,), "h3": (0, 1),
+SEEDS = {"nag": (0, 1, 2), "wpipe": (0, 1, 2), "h5": (0, 1), "h1": (0, 1), "h3-tune": (0,),
+         "h3": (0, 1),
          "h4": (0, 1),
          "efg": (0, 1, 2), "efg-beta": (0, 1), "efg-depth": (0, 1, 2),
          "gpu135": (0,), "gpu": (0, 1), "lr": (0,), "flat": (0,), "7": (0,), "1": (0, 1, 2),
@@ -157,7 +158,8 @@ TIERS: dict[str, Tier] = {
                   lrs_file=CONFIGS / "lrs.toml", lr_grid=dict(TINY_LR_GRID),
                   # issue 20's EF(gamma*) tables and issue 21's H1-H4 after the paper's tables
                   table_order=("lr", "1", "3", "2", "4", "5", "7", "efg", "efg-beta",
-                               "efg-depth", "nag", "wpipe", "h1", "h3-tune", "h3", "h4"),
+                               "efg-depth", "nag", "wpipe", "h1", "h3-tune", "h3", "h4",
+                               "h5"),
                   title="CPU-scale reproduction"),
     # The `small` tier (experiments/README.md): the 4.0M-parameter model, one epoch of the
     # corpus per run. No depth table (4) or lower-lr table (7) in this tier yet: the deep model
@@ -314,6 +316,20 @@ def table_cells(table: str, tier: Tier) -> list[Cell]:
                     "pipeline.schedule": "wpipe", "pipeline.stages": "4",
                     "pipeline.microbatches": "4", "pipeline.simulate": "true",
                     **NAG_CORRECTIONS[corr]}, "deep.toml"))
+        return out
+    if table == "h5":
+        # Issue 21, H5 (Adan): the reference implementation's beta1 = 0.98 (every Table 1 run
+        # used AdamW's 0.9) over an lr grid, and Algorithm 1's betas (0.02, 0.08, 0.01) read in
+        # the torch convention, a candidate for the paper's tiny Adan gap. H1 covers Adan's
+        # own betas at lower lr.
+        out = []
+        for tag, betas, grid in (("b98", ("0.98", "0.92", "0.99"), (0.003, 0.01, 0.03)),
+                                 ("alg1", ("0.02", "0.08", "0.01"), (0.001, 0.003))):
+            for lr in grid:
+                for m in MODES:
+                    out.append(_cell(f"adan-{m}-{tag}-lr{lr:g}", "adan", {
+                        **MODES[m], "optimizer.lr": repr(lr), "optimizer.beta1": betas[0],
+                        "optimizer.adan_beta2": betas[1], "optimizer.adan_beta3": betas[2]}))
         return out
     if table == "h1":
         # Issue 21, H1 (and H2's grid): every mode at lr*/8, lr*/4, lr*/2 (lr* = Table 1's
