@@ -513,6 +513,218 @@ def table_efg_depth(R) -> str:
     return "\n".join(lines)
 
 
+# -- issue 23: the Nesterov delay correction at depth, WPipe against 2BW (tiny tier) ----------
+NAG_OPTIMIZERS = ("muon", "adamw")
+NAG_P = 4  # the deep model cut in 4 (tables nag and wpipe)
+# schedule -> (label, stage delays at P = 4): 2BW's every stage 1, PipeDream's P − 1 − s,
+# WPipe's first group 1 and its second 0 (benchmarks/bench_wpipe.py, ``delays``)
+NAG_SCHEDULES = {"2bw": ("2BW", (1, 1, 1, 1)), "pipedream": ("PipeDream", (3, 2, 1, 0)),
+                 "wpipe": ("WPipe", (1, 1, 0, 0))}
+NAG_MODES = (("none", "none"), ("ef", "EF"), ("efg", "EF(γ*)"), ("nag", "Nesterov"))
+
+
+def nag_sync(o: str) -> str:
+    """The synchronous reference of the deep model (P = 2, 1F1B): Table 4's ``deep-sync`` for
+    Muon, table nag's ``deep-<o>-sync`` otherwise."""
+    return "deep-sync" if o == sweep.DEPTH_OPT else f"deep-{o}-sync"
+
+
+def nag_cell(o: str, sched: str, corr: str = "none") -> str:
+    """Cell of tables nag / wpipe (and Table 4 / efg-depth for Muon's reused cells)."""
+    pre = "deep" if o == sweep.DEPTH_OPT else f"deep-{o}"
+    return f"{pre}-{sched}-P{NAG_P}" + ("" if corr == "none" else f"-{corr}")
+
+
+def _signed(xs: list[float], digits: int = 3) -> str:
+    """Signed mean ± sd (n) of paired differences; '—' when empty."""
+    if not xs:
+        return "—"
+    if any(not math.isfinite(x) for x in xs):
+        return f"diverged ({sum(not math.isfinite(x) for x in xs)}/{len(xs)})"
+    sd = f" ± {statistics.stdev(xs):.{digits}f}" if len(xs) > 1 else ""
+    return _minus(f"{statistics.fmean(xs):+.{digits}f}{sd} (n={len(xs)})")
+
+
+def _gap_ratio(R, s: str, a: str, b: str, seeds=None) -> tuple[float | None, list[float], int]:
+    """(gap a − s over gap b − s on the seed means, the per-seed ratios, n) over the seeds the
+    three cells share."""
+    vs, va, vb = (_seed_vals(R, x, seeds) for x in (s, a, b))
+    common = sorted(set(vs) & set(va) & set(vb))
+    if not common:
+        return None, [], 0
+    m = [statistics.fmean(v[k] for k in common) for v in (vs, va, vb)]
+    if not all(math.isfinite(x) for x in m) or abs(m[2] - m[0]) < 1e-12:
+        return None, [], len(common)
+    per = [(va[k] - vs[k]) / (vb[k] - vs[k]) for k in common if abs(vb[k] - vs[k]) >= 1e-12]
+    return (m[1] - m[0]) / (m[2] - m[0]), per, len(common)
+
+
+def _ratio_fmt(R, s: str, a: str, b: str, seeds=None) -> str:
+    x, per, n = _gap_ratio(R, s, a, b, seeds)
+    if x is None:
+        return "—"
+    return _minus(f"{x:.2f} ({', '.join(f'{p:.2f}' for p in per)}; n={n})")
+
+
+def table_nag(R) -> str:
+    """Issue 23, table ``nag`` (tiny tier, deep model, P = 4): the Nesterov delay correction
+    against EF and EF(γ*) for Muon and AdamW under 2BW and PipeDream; share recovered =
+    (none − mode)/(none − sync) against the synchronous reference of the same optimizer."""
+    head = ["optimizer", "schedule (τ per stage)", "sync (P = 2)"]
+    head += [lab for _, lab in NAG_MODES]
+    head += ["gap none − sync"] + [f"{lab} recovers (per seed; n)" for _, lab in NAG_MODES[1:]]
+    head += ["Nesterov − EF(γ*) (per seed, mean ± sd)"]
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    for o in NAG_OPTIMIZERS:
+        s = nag_sync(o)
+        for sched in ("2bw", "pipedream"):
+            lab, taus = NAG_SCHEDULES[sched]
+            c = {m: nag_cell(o, sched, m) for m, _ in NAG_MODES}
+            row = [LABEL[o], f"{lab} ({','.join(map(str, taus))})", _loss(R, s)]
+            row += [_loss(R, c[m]) for m, _ in NAG_MODES]
+            row += [fmt(gap(R, s, c["none"]))]
+            row += [_share_fmt(R, s, c["none"], c[m]) for m, _ in NAG_MODES[1:]]
+            row += [_signed(gap(R, c["efg"], c["nag"]))]
+            lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
+def table_wpipe(R) -> str:
+    """Issue 23, table ``wpipe`` (tiny tier, deep model, 4 partitions): WPipe with and without
+    EF against 2BW (table nag's cells) and the synchronous reference; EF's share per schedule
+    and the ratio of the gaps to sync, gap_WPipe / gap_2BW (seed means; per seed in
+    parentheses)."""
+    head = ["optimizer", "sync (P = 2)", "WPipe", "WPipe + EF", "2BW", "2BW + EF",
+            "gap WPipe − sync", "gap 2BW − sync", "EF recovers, WPipe (per seed; n)",
+            "EF recovers, 2BW (per seed; n)", "gap WPipe / gap 2BW (per seed; n)"]
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    for o in NAG_OPTIMIZERS:
+        s = nag_sync(o)
+        w, we = nag_cell(o, "wpipe"), nag_cell(o, "wpipe", "ef")
+        b, be = nag_cell(o, "2bw"), nag_cell(o, "2bw", "ef")
+        row = [LABEL[o], _loss(R, s), _loss(R, w), _loss(R, we), _loss(R, b), _loss(R, be),
+               fmt(gap(R, s, w)), fmt(gap(R, s, b)), _share_fmt(R, s, w, we),
+               _share_fmt(R, s, b, be), _ratio_fmt(R, s, w, b)]
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
+def _stage_coefficients(b: float, taus) -> tuple[str, str]:
+    """(κ per stage, γ* per stage) as text at momentum b; γ* from theory/stability.py ('?' when
+    theory/ cannot be imported). Both are 0 at τ = 0 (an undelayed stage is not corrected)."""
+    kappa = [sum(b ** k for k in range(1, t + 2)) if t else 0.0 for t in taus]
+    try:
+        if str(HERE.parent) not in sys.path:
+            sys.path.insert(0, str(HERE.parent))
+        from theory.stability import optimal_gamma
+        gam = [optimal_gamma(b, t)[0] if t else 0.0 for t in taus]
+        gtext = ", ".join(f"{g:.2f}" for g in gam)
+    except ImportError:
+        gtext = "?"
+    return ", ".join(f"{k:.2f}" for k in kappa), gtext
+
+
+def nag_caption(R) -> str:
+    parts = []
+    for o in NAG_OPTIMIZERS:
+        b = _run_beta(R, o)
+        for sched in ("2bw", "pipedream"):
+            lab, taus = NAG_SCHEDULES[sched]
+            k, g = _stage_coefficients(b, taus)
+            parts.append(f"{LABEL[o]} (β = {b:g}), {lab}: κ = {k}; γ* = {g}")
+    return ("The deep model cut in P = 4 stages (simulated), Muon and AdamW, against the "
+            "synchronous reference of the same optimizer (P = 2, 1F1B; Muon's is Table 4's "
+            "`deep-sync`; Muon's uncorrected cells are Table 4's and its PipeDream EF / EF(γ*) "
+            "cells efg-depth's). Stage delays: 2BW τ = 1,1,1,1; PipeDream τ_s = P − 1 − s = "
+            "3,2,1,0. Corrections (u(t) the optimizer's update applied at step t): **EF** "
+            "x(t+1) = x(t) − 2u(t) + u(t−1); **EF(γ*)** x(t+1) = x(t) − (1+γ)u(t) + γu(t−1) "
+            "with γ = γ*(β, τ_s) of T3 per stage (`--delay.ef_gamma auto`); **Nesterov** "
+            "(`--delay.correction nesterov`) takes the gradient at the look-ahead θ = x + "
+            "κ(x − x_prev), κ = β + … + β^(τ+1), which on the stored weights is EF(γ = κ) "
+            "(`src/asyncpp/delay/nesterov.py`). β is the optimizer's momentum (Muon's momentum, "
+            "AdamW's β₁); per stage, " + "; ".join(parts) + ". Shares recovered = (none − "
+            "mode)/(none − sync) on the seed means over the seeds the three cells share (the "
+            "seeds' own shares in parentheses); the last column is the paired val-loss "
+            "difference Nesterov − EF(γ*), seed by seed (negative: Nesterov lower).")
+
+
+def wpipe_caption() -> str:
+    bench = HERE.parent / "benchmarks" / "results" / "wpipe.json"
+    facts = ""
+    try:
+        d = json.loads(bench.read_text())
+        rows = [r for r in d["rows"] if r["schedule"] == "wpipe" and r["partitions"] == NAG_P]
+        if rows:
+            mem = sorted({round(r["memory_vs_2bw"], 3) for r in rows})
+            bub = sorted({round(r["bubble"], 4) for r in rows})
+            ms = ", ".join(str(r["m"]) for r in rows)
+            worst = max((r for r in d["rows"] if r["schedule"] == "wpipe"),
+                        key=lambda r: r["bubble"])
+            facts = (f" From `benchmarks/bench_wpipe.py` (`benchmarks/results/wpipe.json`), "
+                     f"{NAG_P} partitions on {rows[0]['devices']} devices, m = {ms}: "
+                     f"weight-version memory per device {'/'.join(f'{x:g}' for x in mem)} × "
+                     f"2BW's on the same devices, steady-state bubble "
+                     f"{'/'.join(f'{x:g}' for x in bub)}; the worst WPipe bubble in that "
+                     f"benchmark is {worst['bubble']:.3f} ({worst['partitions']} partitions on "
+                     f"{worst['devices']} devices, m = {worst['m']}).")
+    except (OSError, ValueError, KeyError):
+        pass
+    if not facts:
+        facts = " Bubble and weight memory: `benchmarks/bench_wpipe.py`."
+    return ("The deep model cut in 4 partitions (simulated). Delays: WPipe τ = 1,1,0,0 (its "
+            "first group of partitions waits one step, its second none), 2BW τ = 1,1,1,1 (table "
+            "nag's cells); EF as in table nag (γ = 1; WPipe's undelayed partitions are not "
+            "corrected). Gaps paired by seed; EF's share = (schedule − schedule + EF)/(schedule "
+            "− sync) on the seed means; gap ratio = (WPipe − sync)/(2BW − sync) on the seed "
+            "means over the seeds the three cells share (per-seed ratios in parentheses)."
+            + facts)
+
+
+def figure_nag(R, path: Path) -> Path | None:
+    """Issue 23: the final val loss of every cell of table nag (bars: seed means; dots: seeds),
+    one panel per optimizer, the synchronous reference as a dashed line."""
+    cells = {o: [(f"{NAG_SCHEDULES[s][0]}\n{lab}", nag_cell(o, s, m))
+                 for s in ("2bw", "pipedream") for m, lab in NAG_MODES] for o in NAG_OPTIMIZERS}
+    if not any(_seed_vals(R, c) for o in cells for _, c in cells[o]):
+        return None
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    fig, axes = plt.subplots(1, len(NAG_OPTIMIZERS), figsize=(11, 4), squeeze=False)
+    for ax, o in zip(axes[0], NAG_OPTIMIZERS):
+        lo = []
+        for i, (_lab, c) in enumerate(cells[o]):
+            v = [x for x in _seed_vals(R, c).values() if math.isfinite(x)]
+            if v:
+                ax.bar(i, statistics.fmean(v), color=f"C{i % 4}", alpha=0.6)
+                ax.plot([i] * len(v), v, "k.", ms=5)
+                lo += v
+        sv = [x for x in _seed_vals(R, nag_sync(o)).values() if math.isfinite(x)]
+        if sv:
+            ax.axhline(statistics.fmean(sv), color="k", ls="--", lw=1, label="sync (P = 2)")
+            ax.legend(fontsize=8)
+            lo += sv
+        if not lo:
+            ax.text(0.5, 0.5, "no results yet", ha="center", va="center",
+                    transform=ax.transAxes)
+        else:
+            span = max(lo) - min(lo)
+            ax.set_ylim(min(lo) - 0.3 * span - 1e-3, max(lo) + 0.15 * span + 1e-3)
+        ax.set_xticks(range(len(cells[o])), [lab for lab, _ in cells[o]], fontsize=7)
+        ax.set_title(f"{LABEL[o]}, deep model, P = {NAG_P} (table nag)")
+        ax.set_ylabel("final val loss")
+        ax.grid(alpha=0.3, axis="y")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
 def h1_cell(o: str, m: str, f: float) -> str:
     """The cell of optimizer o, mode m at lr = f × lr* (f = 1: Table 1's cell)."""
     return f"{o}-{m}" if f == 1 else f"{o}-{m}-lrx{f:g}"
@@ -882,6 +1094,18 @@ def issue21_sections(R, tier: sweep.Tier) -> tuple[list[str], list[Path]]:
                "every stage 1. Share closed = (PipeDream − mode)/(PipeDream − 2BW), on the seed "
                "means (the seeds' own in parentheses); it has no meaning where PipeDream is not "
                "worse than 2BW (a gap near zero or negative).", "", table_efg_depth(R), ""]
+    if "nag" in order:
+        md += ["## Delay corrections at depth (issue 23, table nag)", "", nag_caption(R), "",
+               table_nag(R), ""]
+        fig = figure_nag(R, tier.figures / "nag_depth.png")
+        if fig:
+            made.append(fig)
+            md += ["![nag_depth](figures/nag_depth.png)", "",
+                   "*Figure `nag_depth.png`:* final val loss of each cell of table nag (bars: "
+                   "seed means; dots: seeds); dashed: the synchronous reference.", ""]
+    if "wpipe" in order:
+        md += ["## WPipe against 2BW (issue 23, table wpipe)", "", wpipe_caption(), "",
+               table_wpipe(R), ""]
     if "h1" in order:
         fig = figure_gap_vs_lr(R, tier.figures / "gap_vs_lr.png")
         made += [fig] if fig else []
@@ -1079,7 +1303,11 @@ def number(key: str) -> str:
       ``diffseed/k/A/B`` — A − B in seed k, unsigned; ``gapat/STEP/A/B`` — the seed-mean gap of the
       validation curves at evaluation step STEP;
     - ``rec/S/A/C`` — the share of the gap A − S that C recovers, "NN %"; ``recnum/S/A/C``
-      the same without the unit; ``recseed/k/S/A/C`` that share for seed k;
+      the same without the unit; ``recseed/k/S/A/C`` that share for seed k; ``recseeds/S/A/C``
+      the seeds' shares, "NN, NN, NN" (seed order; e.g. table nag's Nesterov and EF(γ*) shares:
+      ``tiny/rec/deep-sync/deep-2bw-P4/deep-2bw-P4-nag``);
+    - ``gapratio/S/A/B`` — the gap A − S over the gap B − S on the seed means (default 2 digits;
+      table wpipe's gap_WPipe / gap_2BW: ``tiny/gapratio/deep-sync/deep-wpipe-P4/deep-2bw-P4``);
     - ``drift/C``, ``driftmean/C`` — mean relative update drift ρ̄ (default 2 digits);
     - ``pearson``, ``spearman`` — drift against share recovered over the optimizers (Table 6);
     - ``flatdrop/C`` — validation-loss drop over the last 20 % of the steps, mean ± std;
@@ -1139,6 +1367,12 @@ def _number(key: str) -> str:
     if kind == "recseed":
         x = _recovered_seed(R, int(args[0]), *args[1:])
         return "—" if x is None else f"{x:.{d or 0}f}"
+    if kind == "recseeds":
+        per = _seed_shares(R, *args)
+        return ", ".join(f"{x:.{d or 0}f}" for x in per.values()) or "—"
+    if kind == "gapratio":
+        x = _gap_ratio(R, *args)[0]
+        return "—" if x is None else f"{x:.{d or 2}f}"
     if kind in ("drift", "driftmean"):
         return _mean_sd(drift(R, args[0]), d or 2, False, kind == "drift")
     if kind in ("pearson", "spearman"):

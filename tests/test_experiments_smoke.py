@@ -325,3 +325,50 @@ def test_issue_20_21_tables_from_synthetic_results(tmp_path):
             if ln.startswith("| ")}
     assert rows["h3"].startswith("| h3 | 4 | — | — (run --tables h3-tune first)")
     assert rows["h1"].startswith("| h1 | ")
+
+
+def test_issue_23_tables_from_synthetic_results(tmp_path, monkeypatch):
+    """Tables nag and wpipe (issue 23) from synthetic results: cells not run show "—", shares
+    and the gap ratio are on the seed means with the seeds' own values in parentheses, the
+    Nesterov − EF(γ*) column is paired by seed; both sections and nag_depth.png are written."""
+    R = {}
+
+    def add(cell, seed, val):
+        rec = _record(cell, seed, val)
+        R.setdefault(cell, {})[seed] = rec
+        _write(tmp_path / "results", rec)
+
+    for s in (0, 1):
+        add("deep-sync", s, 4.0)
+        add("deep-2bw-P4", s, 4.4)
+        add("deep-2bw-P4-ef", s, 4.2)
+        add("deep-2bw-P4-efg", s, 4.1 + 0.08 * s)  # shares 75 % and 55 %
+        add("deep-2bw-P4-nag", s, 4.1)  # 75 %, 75 %; Nesterov − EF(γ*): 0, −0.08
+        add("deep-adamw-sync", s, 3.0)
+        add("deep-adamw-2bw-P4", s, 3.4)
+        add("deep-adamw-wpipe-P4", s, 3.1)  # gap ratio 0.25
+        add("deep-adamw-wpipe-P4-ef", s, 3.05)  # EF recovers 50 % of WPipe's gap
+    nag = report.table_nag(R)
+    row = next(ln for ln in nag.splitlines() if ln.startswith("| Muon | 2BW (1,1,1,1) |"))
+    assert row.endswith("| 0.400 ± 0.000 (n=2) | 50 % (50, 50; n=2) | 65 % (75, 55; n=2) | "
+                        "75 % (75, 75; n=2) | −0.040 ± 0.057 (n=2) |")
+    assert "| Muon | PipeDream (3,2,1,0) | 4.000 ± 0.000 (n=2) | — | — | — | — | — |" in nag
+    assert "| AdamW | PipeDream (3,2,1,0) | 3.000 ± 0.000 (n=2) | — |" in nag
+    wp = report.table_wpipe(R)
+    row = next(ln for ln in wp.splitlines() if ln.startswith("| AdamW |"))
+    assert row.endswith("| 0.100 ± 0.000 (n=2) | 0.400 ± 0.000 (n=2) | 50 % (50, 50; n=2) | — "
+                        "| 0.25 (0.25, 0.25; n=2) |")
+    assert "| Muon | 4.000 ± 0.000 (n=2) | — | — | 4.400 ± 0.000 (n=2) |" in wp
+    monkeypatch.setitem(report._R_CACHE, "tiny", R)
+    assert report.number("tiny/rec/deep-sync/deep-2bw-P4/deep-2bw-P4-nag") == "75 %"
+    assert report.number("tiny/recseeds/deep-sync/deep-2bw-P4/deep-2bw-P4-efg") == "75, 55"
+    assert report.number(
+        "tiny/gapratio/deep-adamw-sync/deep-adamw-wpipe-P4/deep-adamw-2bw-P4") == "0.25"
+    assert report.number("tiny/gapratio/deep-sync/deep-wpipe-P4/deep-2bw-P4") == "—"
+    assert report.number("tiny/gap/deep-2bw-P4-efg/deep-2bw-P4-nag") == "−0.040 ± 0.057"
+    md = report.issue21_sections(R, TINY.at(results=tmp_path / "results",
+                                            root=tmp_path / "out"))[0]
+    text = "\n".join(md)
+    assert "## Delay corrections at depth (issue 23, table nag)" in text
+    assert "## WPipe against 2BW (issue 23, table wpipe)" in text
+    assert (tmp_path / "out" / "figures" / "nag_depth.png").is_file()
