@@ -327,6 +327,30 @@ def test_issue_20_21_tables_from_synthetic_results(tmp_path):
     assert rows["h1"].startswith("| h1 | ")
 
 
+def test_h5_table_reads_every_adan_grid_paired_by_seed():
+    """H5: Table 1/H1's Adan rows at lr* x f and the two beta grids of table h5; a cell not run
+    is "—", shares are paired by seed, and seed 2 (not an H5 seed) is never read."""
+    R = {}
+
+    def add(cell, seed, val):
+        R.setdefault(cell, {})[seed] = _record(cell, seed, val)
+
+    for s in (0, 1):
+        add("adan-sync", s, 3.0)
+        add("adan-async", s, 4.0)
+        add("adan-ef", s, 3.5 + 0.1 * s)  # shares 50 % and 40 %
+        add("adan-sync-b98-lr0.01", s, 3.2)
+        add("adan-async-b98-lr0.01", s, 3.3)
+    add("adan-async", 2, 99.0)
+    rows = [ln for ln in report.table_h5(R).splitlines() if ln.startswith("| 0.")]
+    assert len(rows) == len(report.H1_FRACTIONS) + 5
+    star = next(ln for ln in rows if ln.startswith("| 0.9, 0.92, 0.99 (Table 1, H1) | 0.01 |"))
+    assert "| 1.000 ± 0.000 (n=2) | 45 % (50, 40; n=2) |" in star
+    b98 = next(ln for ln in rows if ln.startswith("| 0.98, 0.92, 0.99 (reference) | 0.01 |"))
+    assert "| 3.200 ± 0.000 (n=2) | 3.300 ± 0.000 (n=2) | — | 0.100 ± 0.000 (n=2) | — |" in b98
+    assert "| 0.02, 0.08, 0.01 (Alg. 1 as torch β's) | 0.001 | — |" in "\n".join(rows)
+
+
 def test_issue_23_tables_from_synthetic_results(tmp_path, monkeypatch):
     """Tables nag and wpipe (issue 23) from synthetic results: cells not run show "—", shares
     and the gap ratio are on the seed means with the seeds' own values in parentheses, the
