@@ -346,7 +346,7 @@ def numeric_checks() -> list[tuple[str, bool, str]]:
         sim = floor_value(simulate(mth, 1.0, 1.0, beta1=b1, beta2=0.999 if mth == "adam" else 0.92,
                                    beta3=0.999, tau=t, ef=e, steps=20000), 1.0)
         worst = max(worst, abs(sim / eos_floor(mth, b1, t, e) - 1.0))
-    out.append(("AD3-4 floor h eta^2/(2 c*^2 rho^2) vs simulation (tau = 1)", worst < 0.02,
+    out.append((r"AD3-4 floor $h\eta^2/(2c^{*2}\rho^2)$ vs simulation ($\tau = 1$)", worst < 0.02,
                 f"worst relative error {worst:.2%}"))
     return out
 
@@ -381,13 +381,13 @@ def _steps() -> list[Step]:
                eq((eta * h / (rho_ * h * y)).subs(y, eta / (cs * rho_)), cs),
                r"$\mathrm{RMS}(x) = \eta/(c^*\rho)$ satisfies $\kappa = c^*$")
     ce = (sp.sqrt((5 - beta) / (1 - beta)) - 1) / 2
-    s5 = Step("AD5 EF edge identity (tau = 1)", "identity",
+    s5 = Step(r"AD5 EF edge identity ($\tau = 1$)", "identity",
               eq(ce**2 + ce, 1 / (1 - beta)),
               r"T3's $c^*_\mathrm{EF} = (\sqrt{(5-\beta)/(1-\beta)} - 1)/2$ solves "
               r"$c^2 + c = 1/(1-\beta)$, so $1/c^{*2}_\mathrm{EF} \approx 1 - \beta$ for "
               r"$\beta \to 1$ and Adam's EF share $\to 1$")
     c0 = 2 * (1 + beta) / (1 - beta)
-    s6 = Step("AD6 Adam's async/sync floor ratio (tau = 1)", "identity",
+    s6 = Step(r"AD6 Adam's async/sync floor ratio ($\tau = 1$)", "identity",
               eq((1 / (2 * 1**2)) / (1 / (2 * c0**2)), 4 * (1 + beta) ** 2 / (1 - beta) ** 2),
               r"AD4 with $\rho = 1$, $c^*(\beta, 1) = 1$, $c^*(\beta, 0) = 2(1+\beta)/(1-\beta)$")
     b1 = sp.Symbol("beta_1", positive=True)
