@@ -414,7 +414,7 @@ def result() -> Result:
         statement=h * eta**2 / (2 * cs**2 * rho_**2),
         params=(h, eta, cs, rho_),
         steps=_steps(),
-        assumptions=("quadratic f = h x^2/2 (diagonal: per coordinate)",),
+        assumptions=("quadratic f = h x^2/2",),  # a diagonal quadratic acts per coordinate
         legend={cs: r"critical gain of the delayed numerator filter (T3's $c^*$ for Adam)",
                 rho_: r"gain of the second-moment input at the critical frequency (Adam: 1)"},
         relation="=",
