@@ -1,8 +1,9 @@
 r"""Pipeline parallelism: schedules as data, a timing simulator, and a multi-process executor.
 
-Schedules (GPipe, 1F1B with flush, original PipeDream, PipeDream-2BW, WPipe) are plain per-stage action
-lists (:mod:`asyncpp.pipeline.schedules`), analysed and drawn without any communication
-(:func:`simulate`, :mod:`asyncpp.pipeline.timeline`, ``asyncpp-schedule``). The executor runs
+Schedules (GPipe, 1F1B with flush, original PipeDream, PipeDream-2BW, WPipe) are plain
+per-stage action lists (:mod:`asyncpp.pipeline.schedules`), analysed and drawn without any
+communication (:func:`simulate`, :mod:`asyncpp.pipeline.timeline`, ``asyncpp-schedule``).
+The executor runs
 the same lists over ``torch.distributed``; its updates go through the delay core
 (:class:`asyncpp.delay.DelayedOptimizer`), so a P-stage run equals the single-process
 simulation:
