@@ -227,7 +227,7 @@ class SpectralDrift:
 
 def applied_lr(group: dict, p) -> float:
     """The step size η an optimizer group applied to ``p``: Muon's shape-adjusted lr for its
-    matrices (:func:`asyncpp.optim.muon.adjusted_lr`), the group's lr otherwise."""
+    matrices (``asyncpp.optim.muon.adjusted_lr``), the group's lr otherwise."""
     if group.get("use_muon"):
         from ..optim.muon import adjusted_lr
 

@@ -67,7 +67,7 @@ def lookahead_coefficient(beta: float, tau: int) -> float:
 def resolve_nesterov(nesterov_beta, groups: Sequence[dict],
                      delays: Sequence[int]) -> tuple[float, ...]:
     """One look-ahead coefficient c per parameter group, from ``nesterov_beta``: ``"auto"``
-    (β_g read from the group, :func:`~asyncpp.delay.ef_gamma.group_beta`), one number in
+    (β_g read from the group, :func:`~asyncpp.delay.group_beta`), one number in
     [0, 1), or one number per group. One ``ValueError`` naming the bad value otherwise."""
     n = len(groups)
     if isinstance(nesterov_beta, str):

@@ -53,8 +53,8 @@ class ScheduleSpec:
     """GPipe: all forwards of a step, then all backwards (else 1F1B order)."""
     needs_pipeline: bool = True
     grouped: bool = False
-    """True for WPipe: the second half of the partitions drains every step (τ = 0), the first
-    half does not (τ = 1)."""
+    """Whether the partitions form two groups, as in WPipe, where the second half drains every
+    step (τ = 0) and the first half does not (τ = 1)."""
 
     def stages_error(self, num_stages: int) -> str | None:
         """Why ``num_stages`` partitions cannot run this schedule (None if they can)."""
