@@ -93,6 +93,8 @@ not covered.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import cache
@@ -107,8 +109,26 @@ def _sign(v) -> int:
 
 
 @dataclass(frozen=True)
+class Floor:
+    r"""The production LMO's normalisation floor, in the model's units.
+
+    Newton–Schulz divides v by max(‖v‖_F, ε), so for ∣v∣ < ε a 1×1 step is shorter than
+    η: it is lr·φ(v/ε) (φ the Newton–Schulz polynomial), not lr·φ(1)·sign(v). In units of
+    hη the floor is ``threshold`` = ε/(hη); ``step(v)`` returns that short step in units of η
+    for 0 < ∣v∣ < ``threshold`` (an exact rational, e.g. the float64 value of the production
+    polynomial taken exactly). ``verify/`` builds it from the production Newton–Schulz; the
+    model without a floor (the exact LMO) is ``floor=None``."""
+
+    threshold: Fraction
+    step: Callable[[Fraction], Fraction]
+
+
+@dataclass(frozen=True)
 class Cycle:
-    """A certified limit cycle of the 1-D model (all values exact rationals, η = 1 units)."""
+    """A certified limit cycle of the 1-D model (all values exact rationals, η = 1 units).
+
+    Amplitude convention (one definition, two numbers): :attr:`amplitude` is max∣x*∣,
+    :attr:`half_p2p` is (max x* − min x*)/2; they differ by the cycle's mean offset."""
 
     beta: Fraction
     tau: int
@@ -123,6 +143,7 @@ class Cycle:
     margin: float         # min |v*_t| / h over the period (> 0)
     locked_at: int        # step from which the certificate guarantees the pattern for ever
     trajectory: tuple     # x_t for t = 0 .. locked_at + 2 period (units of η)
+    floor_steps: tuple = ()  # production steps t at which the step was shortened by the floor
 
     @property
     def amplitude(self) -> Fraction:
@@ -130,10 +151,20 @@ class Cycle:
         return max(abs(x) for x in self.xs)
 
     @property
+    def half_p2p(self) -> Fraction:
+        """Half peak-to-peak (max x* − min x*)/2 over the cycle (units of η)."""
+        return (max(self.xs) - min(self.xs)) / 2
+
+    @property
     def mean_abs(self) -> Fraction:
         """The mean of ∣x*∣ over one period, in units of η, i.e. (1/K)Σ∣y_k∣/η over whole
         periods."""
         return sum(abs(x) for x in self.xs) / self.period
+
+    @property
+    def mean_sq(self) -> Fraction:
+        """The mean of x*² over one period (units of η²): the loss floor is hη²·mean_sq/2."""
+        return sum(x * x for x in self.xs) / self.period
 
     @property
     def virtual_mean_abs(self) -> Fraction:
@@ -143,35 +174,55 @@ class Cycle:
     def virtual_amplitude(self) -> Fraction:
         return max(abs(x) for x in self.ws)
 
+    @property
+    def offset(self) -> Fraction:
+        """The lattice offset of the cycle, x* mod 1 (units of η)."""
+        return self.xs[0] - math.floor(self.xs[0])
 
-def _simulate(beta: Fraction, tau: int, ef: bool, nesterov: bool, x0: Fraction, T: int):
-    """x_t, s_t, m_t (t < T) of the exact model (η = h = 1); s_t = 0 for idle steps."""
-    xs, ss, ms = [], [], []
-    x, m, u_prev = x0, Fraction(0), 0
+    def key(self) -> tuple:
+        """The cycle as a set of states up to time shift: the rotation of (x*, s*) over one
+        period that is smallest (two runs that end on the same orbit give the same key)."""
+        pairs = list(zip(self.xs, self.signs))
+        return min(tuple(pairs[i:] + pairs[:i]) for i in range(self.period))
+
+
+def _simulate(beta: Fraction, tau: int, ef: bool, nesterov: bool, x0: Fraction, T: int,
+              floor: Floor | None = None):
+    r"""x_t, s_t, m_t, u_t (t < T) of the exact model (η = h = 1) from rest (zero momentum,
+    u_{τ−1} = 0, τ idle steps); s_t = u_t = 0 for idle steps. u_t = s_t = sign(v_t), except
+    where 0 < ∣v_t∣ < floor.threshold (then u_t = floor.step(v_t))."""
+    xs, ss, ms, us = [], [], [], []
+    x, m, u_prev = x0, Fraction(0), Fraction(0)
     for t in range(T):
         xs.append(x)
         if t < tau:
             ss.append(0)
             ms.append(m)
+            us.append(Fraction(0))
             continue
         g = xs[t - tau]
         m = beta * m + (1 - beta) * g
         v = (1 - beta) * g + beta * m if nesterov else m
         s = _sign(v)
+        if floor is not None and s != 0 and abs(v) < floor.threshold:
+            u = floor.step(v)
+        else:
+            u = Fraction(s)
         ss.append(s)
         ms.append(m)
-        x = x - (2 * s - u_prev if ef else s)
-        u_prev = s
-    return xs, ss, ms
+        us.append(u)
+        x = x - (2 * u - u_prev if ef else u)
+        u_prev = u
+    return xs, ss, ms, us
 
 
 def trajectory(beta, tau: int, ef: bool = False, nesterov: bool = False, x0=Fraction(3, 10),
-               steps: int = 100) -> list[Fraction]:
+               steps: int = 100, floor: Floor | None = None) -> list[Fraction]:
     """x_t/η for t = 0..steps of the exact 1-D model (exact rationals; ``beta``, ``x0`` as
     fractions or strings)."""
     b = beta if isinstance(beta, Fraction) else Fraction(str(beta))
     x0 = x0 if isinstance(x0, Fraction) else Fraction(str(x0))
-    xs, _, _ = _simulate(b, tau, ef, nesterov, x0, steps + 1)
+    xs, _, _, _ = _simulate(b, tau, ef, nesterov, x0, steps + 1, floor)
     return xs
 
 
@@ -185,14 +236,20 @@ def _periodic_momentum(beta: Fraction, xs_per: list, tau: int, t: int, p: int, s
     return (1 - beta) / (1 - beta**p) * tot
 
 
+def _as_fraction(v) -> Fraction:
+    return v if isinstance(v, Fraction) else Fraction(str(v))
+
+
 @cache
 def cycle(beta, tau: int, ef: bool = False, nesterov: bool = False, x0=Fraction(3, 10),
-          max_steps: int = 20000) -> Cycle:
+          max_steps: int = 20000, floor: Floor | None = None) -> Cycle:
     """The certified limit cycle of the 1-D model from x₀ (units of η), see module docstring.
 
-    ``beta`` and ``x0`` are converted to exact fractions (``Fraction(str(b))`` for floats)."""
-    b = beta if isinstance(beta, Fraction) else Fraction(str(beta))
-    x0 = x0 if isinstance(x0, Fraction) else Fraction(str(x0))
+    ``beta`` and ``x0`` are converted to exact fractions (``Fraction(str(b))`` for floats).
+    ``floor``: the production normalisation floor (:class:`Floor`); the certified cycle itself
+    must then stay above it (its margin exceeds the threshold), so on the cycle every step is
+    a full ±η."""
+    b, x0 = _as_fraction(beta), _as_fraction(x0)
     if not (0 <= b < 1):
         raise ValueError(f"beta must lie in [0, 1), got {beta!r}")
     if not (isinstance(tau, int) and tau >= 0):
@@ -201,29 +258,38 @@ def cycle(beta, tau: int, ef: bool = False, nesterov: bool = False, x0=Fraction(
         raise ValueError("EF needs a delay tau >= 1")
     T = 256
     while T <= max_steps:
-        xs, ss, ms = _simulate(b, tau, ef, nesterov, x0, T)
-        found = _certify(b, tau, ef, nesterov, xs, ss, ms)
+        xs, ss, ms, us = _simulate(b, tau, ef, nesterov, x0, T, floor)
+        found = _certify(b, tau, ef, nesterov, xs, ss, ms, us, floor)
         if found is not None:
             start, p, margin, locked = found
             xper = tuple(xs[start:start + p])
             sper = tuple(ss[start:start + p])
             if ef:
-                wper = tuple(xs[t] + ss[t - 1] for t in range(start, start + p))
+                wper = tuple(xs[t] + us[t - 1] for t in range(start, start + p))
             else:
                 wper = xper
-            traj, _, _ = _simulate(b, tau, ef, nesterov, x0, locked + 2 * p + 1)
+            n = locked + 2 * p + 1
+            short = tuple(t for t in range(min(n, T)) if us[t] != ss[t])
+            traj = xs[:n] if n <= T else \
+                _simulate(b, tau, ef, nesterov, x0, n, floor)[0]
             return Cycle(b, tau, ef, nesterov, x0, start, p, xper, wper, sper, margin,
-                         locked, tuple(traj))
+                         locked, tuple(traj), short)
         T *= 2
     raise RuntimeError(f"no certified cycle within {max_steps} steps for beta={beta}, "
-                       f"tau={tau}, ef={ef}, nesterov={nesterov}")
+                       f"tau={tau}, ef={ef}, nesterov={nesterov}, x0={x0}")
 
 
-def _certify(b, tau, ef, nesterov, xs, ss, ms):
+def _certify(b, tau, ef, nesterov, xs, ss, ms, us, floor=None):
+    r"""(start, period, margin, locked_at) if the tail of the run is certified periodic for
+    ever, else None. Certificate: x and s periodic over the last three periods with
+    Σ s* = 0; the periodic momentum m* (module docstring) gives v* with the same signs and
+    margin μ = min∣v*∣ above the floor; the deviation e_t = m_t − m*_t is multiplied by β each
+    step once x_{t−τ} is periodic, so once coef·∣e_t∣ < μ − floor (coef = 1, or β for Nesterov)
+    every later ∣v_t∣ stays above the floor with the sign of v*_t, and the orbit repeats."""
     T = len(xs)
     tail = T // 2
     for p in range(1, tail // 4 + 1):
-        if all(ss[t] == ss[t - p] for t in range(T - 3 * p, T)) and \
+        if all(ss[t] == ss[t - p] and us[t] == us[t - p] for t in range(T - 3 * p, T)) and \
                 all(xs[t] == xs[t - p] for t in range(T - 3 * p, T)):
             break
     else:
@@ -231,9 +297,10 @@ def _certify(b, tau, ef, nesterov, xs, ss, ms):
     # earliest start of the periodic regime (signs and x periodic from there on)
     start = T - 3 * p
     while start - 1 >= tau + 1 and ss[start - 1] == ss[start - 1 + p] and \
-            xs[start - 1] == xs[start - 1 + p]:
+            us[start - 1] == us[start - 1 + p] and xs[start - 1] == xs[start - 1 + p]:
         start -= 1
-    if sum(ss[start:start + p]) != 0:
+    if sum(ss[start:start + p]) != 0 or any(u != s for u, s in
+                                            zip(us[start:start + p], ss[start:start + p])):
         return None
     xper = list(xs[start:start + p])
     # periodic momentum and its margin
@@ -245,13 +312,14 @@ def _certify(b, tau, ef, nesterov, xs, ss, ms):
     if any(_sign(v) != s for v, s in zip(vstar, ss[start:start + p])):
         return None
     margin = min(abs(v) for v in vstar)
-    if margin == 0:
+    slack = margin - (floor.threshold if floor is not None else 0)
+    if slack <= 0:
         return None
     # the deviation e_t = m_t − m*_t contracts by β once x_{t−τ} is periodic (t ≥ start+τ)
     coef = b if nesterov else 1
     for t in range(start + tau + p, T):
         e = ms[t] - _periodic_momentum(b, xper, tau, t, p, start)
-        if coef * abs(e) < margin:
+        if coef * abs(e) < slack:
             return start, p, float(margin), t
     return None
 

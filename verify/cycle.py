@@ -2,10 +2,19 @@ r"""Property 9: production Muon under delay reproduces the theory's exact limit 
 
 :func:`theory.muon_cycle.cycle` computes, in exact rational arithmetic, the trajectory of the
 1-D model (sign descent with heavy-ball or Nesterov momentum, delay τ, with or without EF) on
-f(x) = h x²/2 from x₀ = 0.3η, and certifies that it has locked onto a periodic orbit. A 1×1
-production ``Muon(lr, momentum=β, nesterov)`` step is s₀·lr·sign(v) with s₀ = NS(1)
-(``verify/problems.t1_tightness_problem``), so with lr = η/s₀ inside
-``DelayedOptimizer(delay=τ, correction)`` it must follow that trajectory exactly:
+f(x) = h x²/2, and certifies that it has locked onto a periodic orbit. A 1×1 production
+``Muon(lr, momentum=β, nesterov)`` step is s₀·lr·sign(v) with s₀ = NS(1)
+(``verify/problems.t1_tightness_problem``) as long as ∣v∣ ≥ ε = 10⁻⁷ (Newton–Schulz divides by
+max(∣v∣, ε)); below it the step is shorter. So the exact map is run from production's own
+start (x₀ = fl(0.3η), divided by η, both as exact rationals: :func:`start_point`) and through
+production's floor (:func:`production_floor`), and with lr = η/s₀ inside
+``DelayedOptimizer(delay=τ, correction)`` production must follow that trajectory and land on
+the certified attractor it predicts (one of the set of :mod:`theory.muon_attractors`):
+
+Why both are needed: at β = 0.9, τ = 1, η = 0.03 the momentum passes through
+v = −1.8·10⁻⁶·hη on its way to the cycle, i.e. ∣v∣ = 5.5·10⁻⁸ < ε for h = 1; production then
+steps 0.979η, which moves the lattice offset and sends it to another attractor of the set. With
+a start taken from the float values, the exact map and production agree to rounding.
 
 * ``P9.cycle.orbit`` — max_t |x_t(production) − x_t(theory)|/η ≤ 1e-9 over the whole
   certified trajectory (transient, then two periods after locking);
@@ -27,6 +36,7 @@ from fractions import Fraction
 import numpy as np
 import torch
 
+from asyncpp.optim.newton_schulz import DEFAULT_EPS as NS_EPS
 from theory import muon_cycle
 
 from .problems import DTYPE
@@ -49,10 +59,40 @@ class CycleInstance:
         return asdict(self)
 
 
+def _s0(system: System = PRODUCTION) -> float:
+    """s₀ = NS(1): the production 1×1 Newton–Schulz output for a unit input."""
+    return float(system.newton_schulz(torch.ones(1, 1, dtype=DTYPE), torch.float64))
+
+
+def start_point(inst: CycleInstance) -> tuple[float, Fraction]:
+    """The production start x₀ = 0.3η as the float64 it really is, and the exact model's start
+    in units of η: that float divided by the float η, both taken exactly as rationals (for a
+    non-dyadic η such as 0.03 this is not 3/10, and the model starts where production does)."""
+    x0 = float(torch.tensor(0.3 * inst.eta, dtype=DTYPE))
+    return x0, Fraction(x0) / Fraction(inst.eta)
+
+
+def production_floor(inst: CycleInstance, system: System = PRODUCTION) -> muon_cycle.Floor:
+    r"""The production Newton–Schulz normalisation floor in the model's units: NS divides v by
+    max(∣v∣, ε), so for ∣v∣ < ε (v = hη·v_model) the 1×1 step is lr·NS(v) with NS(v) < s₀.
+    The threshold ε/(hη) and the short step lr·NS(hη·v)/η are exact rationals (the latter the
+    float64 production value taken exactly): the model follows production through it."""
+    s0 = _s0(system)
+    lr = inst.eta / s0
+    eta, h = Fraction(inst.eta), Fraction(inst.h)
+
+    def step(v: Fraction) -> Fraction:
+        g = torch.full((1, 1), float(v * h * eta), dtype=DTYPE)
+        return Fraction(float(lr * system.newton_schulz(g, torch.float64))) / eta
+
+    return muon_cycle.Floor(Fraction(NS_EPS) / (h * eta), step)
+
+
 def production_orbit(inst: CycleInstance, steps: int, system: System = PRODUCTION):
-    """x_t/η (t ≤ steps) of production 1×1 Muon on f = h x²/2 with lr = η/s₀."""
-    s0 = float(PRODUCTION.newton_schulz(torch.ones(1, 1, dtype=DTYPE), torch.float64))
-    x = torch.nn.Parameter(torch.full((1, 1), 0.3 * inst.eta, dtype=DTYPE))
+    """x_t/η (t ≤ steps) of production 1×1 Muon on f = h x²/2 with lr = η/s₀, from
+    :func:`start_point`."""
+    s0 = _s0()
+    x = torch.nn.Parameter(torch.full((1, 1), start_point(inst)[0], dtype=DTYPE))
     beta = float(Fraction(inst.beta))
     opt = system.muon([x], lr=inst.eta / s0, beta=beta, ns_dtype="float64",
                       nesterov=inst.nesterov)
@@ -65,10 +105,18 @@ def production_orbit(inst: CycleInstance, steps: int, system: System = PRODUCTIO
     return np.array(xs)
 
 
+def predicted_cycle(inst: CycleInstance) -> muon_cycle.Cycle:
+    """The certified attractor the exact map predicts for ``inst``: from production's own
+    start (:func:`start_point`), through production's normalisation floor
+    (:func:`production_floor`). The production Newton–Schulz builds the floor, never the
+    system under test, so a mutated NS cannot make its own prediction."""
+    return muon_cycle.cycle(Fraction(inst.beta), inst.tau, inst.ef, inst.nesterov,
+                            start_point(inst)[1], floor=production_floor(inst))
+
+
 def cycle_orbit(inst: CycleInstance, system: System = PRODUCTION) -> list[Record]:
     """``P9.cycle.orbit`` and ``P9.cycle.amplitude`` (module docstring)."""
-    c = muon_cycle.cycle(Fraction(inst.beta), inst.tau, inst.ef, inst.nesterov,
-                         Fraction(3, 10))
+    c = predicted_cycle(inst)
     theory = np.array([float(v) for v in c.trajectory])
     steps = len(theory) - 1
     try:
@@ -81,7 +129,9 @@ def cycle_orbit(inst: CycleInstance, system: System = PRODUCTION) -> list[Record
     amp_prod = float(np.max(np.abs(last)))
     amp_th = float(c.amplitude)
     extra = {"period": c.period, "locked_at": c.locked_at, "margin": c.margin,
-             "amplitude_theory": amp_th, "mean_abs_theory": float(c.mean_abs)}
+             "amplitude_theory": amp_th, "half_p2p_theory": float(c.half_p2p),
+             "mean_abs_theory": float(c.mean_abs), "offset": float(c.offset),
+             "floor_steps": list(c.floor_steps)}
     if not inst.ef and inst.tau >= 1:
         b = float(Fraction(inst.beta))
         extra["amplitude_harmonic_balance"] = muon_cycle.harmonic_balance_amplitude(
@@ -98,7 +148,8 @@ def cycle_orbit(inst: CycleInstance, system: System = PRODUCTION) -> list[Record
                    params=inst.params(), extra={**extra, "amplitude_production": amp_prod})]
 
 
-__all__ = ["CycleInstance", "cycle_orbit", "production_orbit"]
+__all__ = ["CycleInstance", "cycle_orbit", "predicted_cycle", "production_floor",
+           "production_orbit", "start_point"]
 
 
 @dataclass(frozen=True)

@@ -6,11 +6,18 @@ import math
 from fractions import Fraction
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from theory import muon_cycle
-from verify.cycle import CycleInstance, DiagonalInstance, cycle_orbit, diagonal_cycle
+from verify.cycle import (
+    CycleInstance,
+    DiagonalInstance,
+    cycle_orbit,
+    diagonal_cycle,
+    predicted_cycle,
+    start_point,
+)
 from verify.profiles import examples
 from verify.strategies import check
 
@@ -21,12 +28,33 @@ BETAS = ["0", "3/10", "1/2", "7/10", "4/5", "9/10", "19/20"]
 
 
 @examples(24)
+@example(inst=CycleInstance(beta="9/10", tau=1, ef=False, nesterov=False, eta=0.03))
 @given(inst=st.builds(CycleInstance, beta=st.sampled_from(BETAS), tau=st.integers(1, 3),
                       ef=st.booleans(), nesterov=st.booleans(),
                       eta=st.sampled_from([0.1, 0.03, 0.5])))
 def test_production_muon_follows_the_certified_cycle(inst):
     for r in cycle_orbit(inst):
         check(r, DESC[r.prop])
+
+
+def test_the_floor_and_the_float_start_decide_which_attractor():
+    # beta = 0.9, tau = 1, eta = 0.03: v passes through -1.8e-6 h eta (below NS's eps = 1e-7
+    # for h = 1) at step 58; production steps short there and lands on another lattice offset
+    inst = CycleInstance(beta="9/10", tau=1, eta=0.03)
+    c = predicted_cycle(inst)
+    assert c.floor_steps == (58,)
+    naive = muon_cycle.cycle(Fraction(9, 10), 1, x0=Fraction(3, 10))
+    assert naive.floor_steps == () and c.offset != naive.offset
+    assert all(r.passed for r in cycle_orbit(inst))
+    # with a curvature that keeps |v| above eps the same start follows the lattice cycle
+    big = CycleInstance(beta="9/10", tau=1, eta=0.03, h=1e3)
+    cb = predicted_cycle(big)
+    assert cb.floor_steps == () and cb.period == naive.period
+    assert abs(cb.amplitude - naive.amplitude) < Fraction(1, 10**12)
+    assert all(r.passed for r in cycle_orbit(big))
+    # the float start is not 3/10 for a non-dyadic eta, and is for a dyadic one
+    assert start_point(inst)[1] != Fraction(3, 10)
+    assert start_point(CycleInstance(eta=0.5))[1] == Fraction(0.15) / Fraction(0.5)
 
 
 def test_tau0_cycles_and_beta0_is_t1_orbit():
