@@ -63,7 +63,36 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 CONFIGS = HERE / "configs"
 
-OPTIMIZERS = ("adamw", "muon", "soap", "adan", "lion", "mars")
+# Modes, grids and cell names: tables_cells; the tables themselves: tables (one declaration
+# each, read by report.py too).
+sys.path.insert(0, str(HERE))
+import tables as _tables  # noqa: E402
+import tables_cells as _tc  # noqa: E402
+from tables_cells import (  # noqa: E402,F401
+    BASE_BATCH,
+    BATCH_OPT,
+    BATCHES,
+    BETA_KEY,
+    BETAS,
+    DEFAULT_BETA,
+    DEPTH_OPT,
+    DEPTHS,
+    GPU_MODES,
+    GPU_OPTIMIZERS,
+    H1_OPTIMIZERS,
+    H3_FACTORS,
+    LR_FRACTIONS,
+    MODES,
+    MUON_ADAMW_LR,
+    NAG_CORRECTIONS,
+    OPTIMIZERS,
+    SPECTRAL,
+    Cell,
+    h3_choice,
+    load_lrs,
+    result_path,
+)
+
 # Synchronous lr grid, centred on the usual small-model values; the first pass had 3 values
 # each and the optimum of every optimizer but Muon sat on the upper edge, so one more value
 # (x3 or x3.3) was added above for those (experiments/README.md).
@@ -75,39 +104,9 @@ TINY_LR_GRID = {
     "lion": (1e-4, 3e-4, 1e-3, 3e-3),
     "mars": (1e-3, 3e-3, 1e-2, 3e-2),
 }
-MODES = {
-    "sync": {"pipeline.schedule": "1f1b"},
-    "async": {"pipeline.schedule": "2bw", "pipeline.simulate": "true"},
-    "ef": {"pipeline.schedule": "2bw", "pipeline.simulate": "true", "delay.correction": "ef"},
-}
-
-
-def _mitigations(steps: int) -> dict[str, dict[str, str]]:
-    return {
-        "syncstart": {**MODES["async"], "delay.sync_start": str(steps // 10)},
-        "cooldown": {**MODES["async"], "delay.sync_cooldown": str(steps // 10)},
-        "taylor": {**MODES["async"], "delay.correction": "taylor"},
-        "ef": MODES["ef"],
-        "efcooldown": {**MODES["ef"], "delay.sync_cooldown": str(steps // 10)},
-    }
-
-
-BETAS = (0.8, 0.9, 0.95, 0.98)
-DEFAULT_BETA = {"muon": 0.95, "adamw": 0.9}
-BETA_KEY = {"muon": "optimizer.momentum", "adamw": "optimizer.beta1"}
-DEPTHS = (2, 4, 8, 16)
-DEPTH_OPT = "muon"
-BASE_BATCH = 16  # train.batch_size of base.toml and small.toml
-BATCHES = (8, BASE_BATCH, 32)
-BATCH_OPT = "adamw"
-SEEDS = {"nag": (0, 1, 2), "wpipe": (0, 1, 2), "h5": (0, 1), "h1": (0, 1), "h3-tune": (0,),
-         "h3": (0, 1),
-         "h4": (0, 1),
-         "efg": (0, 1, 2), "efg-beta": (0, 1), "efg-depth": (0, 1, 2),
-         "gpu135": (0,), "gpu": (0, 1), "lr": (0,), "flat": (0,), "7": (0,), "1": (0, 1, 2),
-         "3": (0, 1, 2), "2": (0, 1), "4": (0,), "5": (0, 1)}
-# Run after every table's SEEDS (more seeds where time allows).
-EXTRA_SEEDS = {"efg-beta": (2,), "7": (1,), "2": (2,), "4": (1, 2), "5": (2,), "gpu": (2, 3, 4)}
+# Seeds per table (the declarations' ``seeds``); EXTRA_SEEDS run after every table's SEEDS.
+SEEDS = {t.id: t.seeds for t in _tables.TABLES.values() if t.cells is not None}
+EXTRA_SEEDS = {t.id: t.extra_seeds for t in _tables.TABLES.values() if t.extra_seeds}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -138,7 +137,7 @@ class Tier:
 
     @property
     def mitigations(self) -> dict[str, dict[str, str]]:
-        return _mitigations(self.steps)
+        return _tc.mitigations(self.steps)
 
     def at(self, results: Path | str | None = None, root: Path | str | None = None,
            lrs_file: Path | str | None = None) -> Tier:
@@ -182,9 +181,6 @@ TIERS: dict[str, Tier] = {
                           "soap": (3e-3, 1e-2, 3e-2)},
                  table_order=("gpu",), title="GPU tier"),
 }
-GPU_OPTIMIZERS = ("muon", "adamw", "soap")
-# Table 1's modes and EF(gamma*) (the theory-tuned EF: --delay.ef_gamma auto).
-GPU_MODES = {**MODES, "efg": {**MODES["ef"], "delay.ef_gamma": "auto"}}
 
 
 def get_tier(name: str) -> Tier:
@@ -194,243 +190,14 @@ def get_tier(name: str) -> Tier:
     return TIERS[name]
 
 
-class Cell:
-    """One configuration: ``base`` TOML + ``overrides``; ``opt`` takes its lr from lrs.toml
-    unless the overrides set one."""
-
-    def __init__(self, name: str, base: str, opt: str, overrides: dict[str, str]):
-        self.name, self.base, self.opt, self.overrides = name, base, opt, dict(overrides)
-
-    def __repr__(self) -> str:
-        return f"Cell({self.name!r})"
-
-
 def table_cells(table: str, tier: Tier) -> list[Cell]:
-    """The cells of one table of ``tier``, in run order (table ids: lr, 1, 2, 3, 4, 5, 7, flat,
-    efg, efg-beta, efg-depth, h1, h3-tune, h3, h4, gpu, gpu135)."""
-
-    def _cell(name, opt, overrides, base=None):
-        # base: the tier's base config, its deep one ("deep.toml"), or a named file.
-        if base is None or base == "deep.toml":
-            base = tier.deep if base else tier.base
-        return Cell(name, base, opt, {"optimizer.name": opt, **overrides})
-
-    if table == "lr":
-        return [_cell(f"lr-{o}-{lr:g}", o, {**MODES["sync"], "optimizer.lr": repr(lr)})
-                for o in OPTIMIZERS for lr in tier.lr_grid[o]]
-    if table == "1":
-        return [_cell(f"{o}-{m}", o, MODES[m]) for o in OPTIMIZERS for m in MODES]
-    if table == "3":
-        return [_cell(f"{o}-{k}", o, v) for o in ("adamw", "muon")
-                for k, v in tier.mitigations.items()]
-    if table == "2":
-        out = []
-        for o in ("muon", "adamw"):
-            for b in BETAS:
-                for m in ("sync", "async"):
-                    name = f"{o}-{m}" if b == DEFAULT_BETA[o] else f"{o}-{m}-beta{b:g}"
-                    out.append(_cell(name, o, {**MODES[m], BETA_KEY[o]: repr(b)}))
-        return out
-    if table == "4":
-        # Most informative first: P = 16 for both schedules, then PipeDream at smaller P, then
-        # 2BW. 2BW needs microbatches >= P (config rule), so its P = 16 run has 16 microbatches
-        # of one sequence; PipeDream uses 2. In one process microbatching changes only the
-        # float summation order, not the update.
-        out = [_cell("deep-sync", DEPTH_OPT, {"pipeline.schedule": "1f1b",
-                                              "pipeline.stages": "2",
-                                              "pipeline.microbatches": "2"}, "deep.toml")]
-        order = [("pipedream", 16), ("2bw", 16)] + [("pipedream", P) for P in (8, 4, 2)] + [
-            ("2bw", P) for P in (8, 4, 2)]
-        for sched, P in order:
-            m = P if sched == "2bw" else 2
-            out.append(_cell(f"deep-{sched}-P{P}", DEPTH_OPT, {
-                "pipeline.schedule": sched, "pipeline.stages": str(P),
-                "pipeline.microbatches": str(m), "pipeline.simulate": "true"}, "deep.toml"))
-        return out
-    if table == "5":
-        out = []
-        for b in BATCHES:
-            for m in ("sync", "async"):
-                name = f"{BATCH_OPT}-{m}" if b == BASE_BATCH else f"{BATCH_OPT}-{m}-bs{b}"
-                # eval_batches x batch = 128 sequences: the same validation set at every size
-                out.append(_cell(name, BATCH_OPT, {**MODES[m], "train.batch_size": str(b),
-                                                   "train.eval_batches": str(128 // b)}))
-        return out
-    if table == "7":
-        # Not in the paper: the gap at the second-best synchronous lr (lower than lr*).
-        lower = {"adamw": 0.003, "muon": 0.01}
-        out = []
-        for o, lr in lower.items():
-            for m in MODES:
-                out.append(_cell(f"{o}-{m}-lr{lr:g}", o, {**MODES[m], "optimizer.lr": repr(lr)}))
-        return out
-    if table == "efg":
-        # Issue 20, the gap: EF(gamma*) (--delay.ef_gamma auto) beside Table 1's EF cells.
-        return [_cell(f"{o}-efg", o, GPU_MODES["efg"]) for o in ("muon", "adamw", "soap")]
-    if table == "efg-beta":
-        # Issue 20, Muon's beta sweep with EF and with EF(gamma*) (Table 2's sync/async cells
-        # are reused; beta = 0.95 is Table 1's muon-ef and the efg table's muon-efg).
-        out = []
-        for b in BETAS:
-            for m in ("ef", "efg"):
-                name = f"muon-{m}" if b == DEFAULT_BETA["muon"] else f"muon-{m}-beta{b:g}"
-                out.append(_cell(name, "muon", {**GPU_MODES[m], BETA_KEY["muon"]: repr(b)}))
-        return out
-    if table == "efg-depth":
-        # Issue 20, depth: the original PipeDream (stage delays P-1-s) with EF (gamma = 1) and
-        # per-stage EF(gamma*(beta, tau_s)), beside Table 4's uncorrected PipeDream and 2BW.
-        out = []
-        for P in (4, 8):
-            for m in ("ef", "efg"):
-                corr = {k: v for k, v in GPU_MODES[m].items() if k.startswith("delay.")}
-                out.append(_cell(f"deep-pipedream-P{P}-{m}", DEPTH_OPT, {
-                    "pipeline.schedule": "pipedream", "pipeline.stages": str(P),
-                    "pipeline.microbatches": "2", "pipeline.simulate": "true", **corr},
-                    "deep.toml"))
-        return out
-    if table == "nag":
-        # Issue 23, Table 3's mitigations at depth: the Nesterov delay correction against EF
-        # and EF(gamma*), for Muon and AdamW, 2BW and PipeDream at P = 4 on the deep model
-        # (Muon's uncorrected cells and PipeDream's EF/EF(gamma*) are Table 4's and efg-depth's).
-        out = [_cell("deep-adamw-sync", "adamw", {"pipeline.schedule": "1f1b",
-                                                  "pipeline.stages": "2",
-                                                  "pipeline.microbatches": "2"}, "deep.toml")]
-        for o in ("muon", "adamw"):
-            for sched, m in (("2bw", "4"), ("pipedream", "2")):
-                for corr in NAG_CORRECTIONS:
-                    pre = "deep" if o == DEPTH_OPT else f"deep-{o}"
-                    name = f"{pre}-{sched}-P4" + (f"-{corr}" if corr != "none" else "")
-                    out.append(_cell(name, o, {
-                        "pipeline.schedule": sched, "pipeline.stages": "4",
-                        "pipeline.microbatches": m, "pipeline.simulate": "true",
-                        **NAG_CORRECTIONS[corr]}, "deep.toml"))
-        return out
-    if table == "wpipe":
-        # Issue 23, WPipe against 2BW on equal partitions (the deep model cut in 4: WPipe's
-        # first group waits one step, its second none; 2BW's every stage one; table nag).
-        out = []
-        for o in ("muon", "adamw"):
-            pre = "deep" if o == DEPTH_OPT else f"deep-{o}"
-            for corr in ("none", "ef"):
-                out.append(_cell(f"{pre}-wpipe-P4" + ("-ef" if corr == "ef" else ""), o, {
-                    "pipeline.schedule": "wpipe", "pipeline.stages": "4",
-                    "pipeline.microbatches": "4", "pipeline.simulate": "true",
-                    **NAG_CORRECTIONS[corr]}, "deep.toml"))
-        return out
-    if table == "h5":
-        # Issue 21, H5 (Adan): the reference implementation's beta1 = 0.98 (every Table 1 run
-        # used AdamW's 0.9) over an lr grid, and Algorithm 1's betas (0.02, 0.08, 0.01) read in
-        # the torch convention, a candidate for the paper's tiny Adan gap. H1 covers Adan's
-        # own betas at lower lr.
-        out = []
-        for tag, betas, grid in (("b98", ("0.98", "0.92", "0.99"), (0.003, 0.01, 0.03)),
-                                 ("alg1", ("0.02", "0.08", "0.01"), (0.001, 0.003))):
-            for lr in grid:
-                for m in MODES:
-                    out.append(_cell(f"adan-{m}-{tag}-lr{lr:g}", "adan", {
-                        **MODES[m], "optimizer.lr": repr(lr), "optimizer.beta1": betas[0],
-                        "optimizer.adan_beta2": betas[1], "optimizer.adan_beta3": betas[2]}))
-        return out
-    if table == "h1":
-        # Issue 21, H1 (and H2's grid): every mode at lr*/8, lr*/4, lr*/2 (lr* = Table 1's
-        # cells). Muon's AdamW side (embeddings, norms) is scaled with it: the whole step.
-        lrs = load_lrs(tier.lrs_file)
-        out = []
-        for o in H1_OPTIMIZERS:
-            for f in LR_FRACTIONS:
-                scaled = {"optimizer.lr": repr(lrs[o] * f)}
-                if o == "muon":
-                    scaled["optimizer.adamw_lr"] = repr(MUON_ADAMW_LR * f)
-                for m in MODES:
-                    out.append(_cell(f"{o}-{m}-lrx{f:g}", o, {**MODES[m], **scaled,
-                                                               **SPECTRAL}))
-        return out
-    if table == "h3-tune":
-        # Issue 21, H3 phase 1: the synchronous lr re-tuned per beta over lr* x {1/2, 1, 2}
-        # (seed 0; lr* x 1 is Table 2's cell, reused).
-        lrs, out = load_lrs(tier.lrs_file), []
-        for o in ("muon", "adamw"):
-            for b in BETAS:
-                for f in H3_FACTORS:
-                    name = f"{o}-sync-beta{b:g}-lrx{f:g}"
-                    out.append(_cell(name, o, {**MODES["sync"], BETA_KEY[o]: repr(b),
-                                               **_scaled_lr(o, lrs, f)}))
-        return out
-    if table == "h3":
-        # Issue 21, H3 phase 2: sync and async at each beta's re-tuned lr, T2's drift logged.
-        lrs, out = load_lrs(tier.lrs_file), []
-        for o in ("muon", "adamw"):
-            for b in BETAS:
-                f = h3_choice(o, b, tier)
-                for m in ("sync", "async"):
-                    out.append(_cell(f"{o}-{m}-beta{b:g}-tuned", o, {
-                        **MODES[m], BETA_KEY[o]: repr(b), **_scaled_lr(o, lrs, f), **SPECTRAL}))
-        return out
-    if table == "h4":
-        # Issue 21, H4: the same runs 2x and 4x longer (the lr schedule stretched with them).
-        return [_cell(f"{o}-{m}-steps{n * tier.steps}", o,
-                      {**MODES[m], "train.steps": str(n * tier.steps), **SPECTRAL})
-                for n in (2, 4) for o in ("adamw", "muon") for m in MODES]
-    if table == "flat":
-        # Is the run long enough? The synchronous run at twice the steps (same schedule shape).
-        return [_cell(f"{o}-sync-long", o, {**MODES["sync"], "train.steps": str(2 * tier.steps)})
-                for o in ("adamw", "muon")]
-    if table == "gpu":
-        return [_cell(f"{o}-{m}", o, GPU_MODES[m]) for o in GPU_OPTIMIZERS for m in GPU_MODES]
-    if table == "gpu135":  # the earlier 135M runbook's cells (4.3 epochs of the KJV: retired)
-        lr = {"adamw": {"optimizer.lr": "0.002"},
-              "muon": {"optimizer.lr": "0.02", "optimizer.adamw_lr": "0.002"}}
-        return [_cell(f"gpu135-{o}-{m}", o, {**MODES[m], **lr[o]}, "gpu135.toml")
-                for o in ("muon", "adamw") for m in MODES]
-    raise ValueError(f"unknown table {table!r}; choose from {', '.join(tier.table_order)}")
-
-
-H1_OPTIMIZERS = ("adamw", "muon", "adan", "soap")
-NAG_CORRECTIONS = {"none": {}, "ef": {"delay.correction": "ef"},
-                   "efg": {"delay.correction": "ef", "delay.ef_gamma": "auto"},
-                   "nag": {"delay.correction": "nesterov"}}
-LR_FRACTIONS = (0.125, 0.25, 0.5)
-H3_FACTORS = (0.5, 1.0, 2.0)
-MUON_ADAMW_LR = 3e-3  # optimizer.adamw_lr's default: Muon's AdamW side in every table
-SPECTRAL = {"delay.spectral_drift": "true"}  # T2's drift (issue 21 tables)
-
-
-def _scaled_lr(o: str, lrs: dict, f: float) -> dict[str, str]:
-    out = {"optimizer.lr": repr(lrs[o] * f)}
-    if o == "muon":
-        out["optimizer.adamw_lr"] = repr(MUON_ADAMW_LR * f)
-    return out
-
-
-def h3_choice(o: str, b: float, tier: Tier) -> float:
-    """H3's lr factor for (optimizer, beta): argmin over H3_FACTORS of the synchronous seed-0
-    final validation loss in ``tier``'s results (table h3-tune; diverged = +inf)."""
-    scored = []
-    for f in H3_FACTORS:
-        path = result_path(tier.results, f"{o}-sync-beta{b:g}-lrx{f:g}", 0)
-        if not path.is_file():
-            raise ValueError(f"table h3 needs h3-tune's {path.name}; run --tables h3-tune first")
-        v = json.loads(path.read_text())["final"].get("val_loss")
-        scored.append((v if v is not None and math.isfinite(v) else math.inf, f))
-    return min(scored)[1]
-
-
-def result_path(results: Path, cell: str, seed: int) -> Path:
-    return results / f"{cell}-seed{seed}.json"
+    """The cells of one table of ``tier``, in run order (the declarations of ``tables.py``;
+    table ids: lr, 1, 2, 3, 4, 5, 7, flat, efg, efg-beta, efg-depth, nag, wpipe, h1, h3-tune,
+    h3, h4, h5, gpu, gpu135)."""
+    return _tables.cells(table, tier)
 
 
 # -- learning rates --------------------------------------------------------------------------
-def load_lrs(path: Path) -> dict[str, float]:
-    """Per-optimizer peak lr chosen by the synchronous sweep (a tier's ``lrs_file``, e.g.
-    configs/lrs.toml)."""
-    if not path.is_file():
-        raise ValueError(f"{path} does not exist; run `python experiments/sweep.py --tables lr` "
-                         "and then `--pick-lrs` first")
-    from asyncpp.train.config import read_toml
-
-    return {k: float(v) for k, v in read_toml(path)["lr"].items()}
-
-
 def pick_lrs(tier: Tier) -> dict[str, float]:
     """lr* = argmin over ``tier``'s grid of the final validation loss of the synchronous seed-0
     run in ``tier.results`` (diverged runs count as +inf); writes ``tier.lrs_file`` with every
@@ -738,6 +505,9 @@ def plan(tables: list[str], seeds: list[int] | None, only: list[str] | None, tie
     """(cell, seed) pairs of ``tier`` in run order: table by table, seed-major inside a table
     (every cell gets seed 0 before any gets seed 1), duplicates (cells shared by tables) once."""
     out, seen = [], set()
+    for t in tables:
+        if t not in SEEDS:
+            raise ValueError(f"unknown table {t!r}; choose from {', '.join(tier.table_order)}")
     passes = [(t, seeds if seeds is not None else SEEDS[t]) for t in tables]
     if seeds is None:
         passes += [(t, EXTRA_SEEDS[t]) for t in tables if t in EXTRA_SEEDS]
@@ -790,7 +560,11 @@ def main(argv=None) -> int:
     seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else None
     only = args.only.split(",") if args.only else None
     extra = dict(kv.split("=", 1) for kv in args.set)
-    todo = plan(tables, seeds, only, tier)
+    try:
+        todo = plan(tables, seeds, only, tier)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     if args.optimizers:
         keep = set(args.optimizers.split(","))
         todo = [(c, s) for c, s in todo if c.opt in keep]
