@@ -16,7 +16,7 @@ import sys
 from .registry import get_spec
 from .schedules import SCHEDULES, build
 from .simulator import default_devices, simulate, steady_state_bubble, steady_state_devices
-from .timeline import ascii, plot, summary
+from .timeline import ascii, grid, plot, summary
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -39,6 +39,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--t-optimizer", type=float, default=0.0, help="update time (default 0)")
     p.add_argument("--width", type=int, default=None, help="truncate rows to this many chars")
     p.add_argument("--png", default=None, help="also write the timeline as a PNG (matplotlib)")
+    p.add_argument("--grid", action="store_true",
+                   help="also print each rank's program as a step x rank grid of actions in "
+                        "their text form (1F2.3@v1: stage 1, forward of step 2 microbatch 3 "
+                        "on version 1)")
     return p
 
 
@@ -56,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
             args.t_comm)
         n_dev = len(default_devices(sched))
         text = ascii(res, width=args.width)
+        table = grid(sched) if args.grid else None
         if args.png:
             try:
                 import matplotlib
@@ -74,6 +79,9 @@ def main(argv: list[str] | None = None) -> int:
     pairing = " (partitions d and P/2+d on device d)" if get_spec(args.schedule).grouped else ""
     print(f"per device, {n_dev} devices{pairing}: steady-state bubble fraction "
           f"{dev_bubble:.4f}, weight-version memory {dev_memory:.4f} W (W = all weights)")
+    if table is not None:
+        print()
+        print(table)
     if args.png:
         print(f"wrote {args.png}")
     return 0

@@ -110,7 +110,7 @@ SPECS: dict[str, ScheduleSpec] = {
 }
 
 PIPELINE_SCHEDULES = tuple(n for n, s in SPECS.items() if s.needs_pipeline)
-"""The schedules the builder and the executor run: gpipe, 1f1b, 2bw, pipedream."""
+"""The schedules the builder and the executor run: gpipe, 1f1b, 2bw, pipedream, wpipe."""
 CONFIG_SCHEDULES = tuple(SPECS)
 """The values of ``pipeline.schedule``: the pipeline schedules and "none"."""
 ASYNC_SCHEDULES = tuple(n for n, s in SPECS.items() if s.asynchronous)

@@ -11,7 +11,11 @@ its message arrives :math:`t_c` later; a receive waits for that arrival. Hence, 
 
 makespan :math:`T = \max_s c_s`, utilisation :math:`\text{busy}_s / T` and bubble fraction
 :math:`1 - \sum_s \text{busy}_s / (P\,T)`. A schedule whose receives can never be satisfied is
-reported as a deadlock (``ValueError``).
+reported as a deadlock (``ValueError``, naming the waiting actions in their text form).
+
+One event loop (:func:`simulate_devices`) serves both views: a device holding one stage
+(:func:`simulate`) or several (WPipe's two partitions per device, looped 1F1B); it also returns
+each device's merged program, which the executor runs when a rank holds several stages.
 """
 
 from __future__ import annotations
@@ -19,8 +23,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from .actions import Action, Backward, Forward, OptimizerStep, Recv, Send, on_stage, to_str
 from .registry import get_spec
-from .schedules import Backward, Forward, OptimizerStep, Recv, Schedule, Send, build
+from .schedules import Schedule, build
 
 
 @dataclass(frozen=True)
@@ -63,56 +68,13 @@ def _per_stage(value, num_stages: int, label: str) -> list[float]:
 def simulate(schedule: Schedule, t_forward=1.0, t_backward=2.0, t_comm=0.0,
              t_optimizer=0.0) -> SimResult:
     """Simulate ``schedule`` with fixed durations (scalars or one value per stage; ``t_comm`` a
-    scalar latency). Returns makespan, per-stage busy time and utilisation, bubble fraction and
-    the compute intervals (for :mod:`asyncpp.pipeline.timeline`)."""
-    P = schedule.num_stages
-    tf = _per_stage(t_forward, P, "t_forward")
-    tb = _per_stage(t_backward, P, "t_backward")
-    to = _per_stage(t_optimizer, P, "t_optimizer")
-    tc = float(t_comm)
-    if not tc >= 0:
-        raise ValueError(f"t_comm must be >= 0, got {t_comm!r}")
-    clock = [0.0] * P
-    busy = [0.0] * P
-    pos = [0] * P
-    arrivals: dict[tuple, float] = {}
-    intervals: list[Interval] = []
-    remaining = sum(len(a) for a in schedule.actions)
-    while remaining:
-        progressed = False
-        for s in range(P):
-            acts = schedule.actions[s]
-            while pos[s] < len(acts):
-                a = acts[pos[s]]
-                if isinstance(a, Send):
-                    arrivals[(a.kind, a.step, a.mb, s, a.peer)] = clock[s] + tc
-                elif isinstance(a, Recv):
-                    key = (a.kind, a.step, a.mb, a.peer, s)
-                    if key not in arrivals:
-                        break
-                    clock[s] = max(clock[s], arrivals.pop(key))
-                else:
-                    if isinstance(a, Forward):
-                        dur, kind, mb = tf[s], "F", a.mb
-                    elif isinstance(a, Backward):
-                        dur, kind, mb = tb[s], "B", a.mb
-                    else:
-                        assert isinstance(a, OptimizerStep)
-                        dur, kind, mb = to[s], "U", a.mb
-                    intervals.append(Interval(s, clock[s], clock[s] + dur, kind, a.step, mb))
-                    clock[s] += dur
-                    busy[s] += dur
-                pos[s] += 1
-                remaining -= 1
-                progressed = True
-        if not progressed:
-            stuck = {s: schedule.actions[s][pos[s]] for s in range(P)
-                     if pos[s] < len(schedule.actions[s])}
-            raise ValueError(f"schedule {schedule.name!r} deadlocks; waiting actions: {stuck}")
-    makespan = max(clock) if clock else 0.0
-    util = tuple(b / makespan if makespan > 0 else 0.0 for b in busy)
-    bubble = 1.0 - sum(busy) / (P * makespan) if makespan > 0 else 0.0
-    return SimResult(makespan, tuple(busy), util, bubble, tuple(intervals), schedule)
+    scalar latency), one stage per device: :func:`simulate_devices` on ``[[0], [1], ...]``.
+    Returns makespan, per-stage busy time and utilisation, bubble fraction and the compute
+    intervals (for :mod:`asyncpp.pipeline.timeline`)."""
+    res = simulate_devices(schedule, [[s] for s in range(schedule.num_stages)], t_forward,
+                           t_backward, t_comm, t_optimizer, weight_memory=False)
+    return SimResult(res.makespan, res.busy, res.utilisation, res.bubble_fraction,
+                     res.intervals, schedule)
 
 
 def steady_state_bubble(name: str, num_stages: int, num_microbatches: int, t_forward=1.0,
@@ -147,6 +109,10 @@ class DeviceSimResult:
     weight_memory: tuple[float, ...]
     intervals: tuple[Interval, ...]
     schedule: Schedule
+    programs: tuple[tuple[Action, ...], ...] = ()
+    """Per device, its stages' actions merged in the order the device ran them: a receive
+    right before the compute that needs it, a send right after the compute that produced it
+    (:func:`rank_programs`)."""
 
 
 def default_devices(schedule: Schedule) -> list[list[int]]:
@@ -158,9 +124,28 @@ def default_devices(schedule: Schedule) -> list[list[int]]:
     return [[s] for s in range(P)]
 
 
+def looped_devices(num_stages: int, num_devices: int) -> list[list[int]]:
+    """Looped placement (interleaved 1F1B): stage s on device s mod D, so each device holds
+    P/D stages spread along the model (device d: d, d + D, d + 2D, ...)."""
+    if not (num_devices >= 1 and num_stages % num_devices == 0):
+        raise ValueError(f"a looped placement needs the {num_stages} stages to be a multiple of "
+                         f"the {num_devices} devices")
+    return [list(range(d, num_stages, num_devices)) for d in range(num_devices)]
+
+
+def rank_programs(schedule: Schedule, devices: Sequence[Sequence[int]], t_forward=1.0,
+                  t_backward=2.0, t_comm=0.0, t_optimizer=0.0) -> list[tuple[Action, ...]]:
+    """Each device's program: its stages' actions merged in the order :func:`simulate_devices`
+    runs them. The merged order is a linear extension of the dependencies (program order and
+    send → receive) that the simulation proved acyclic, so a rank that runs it with blocking
+    receives and non-blocking sends cannot deadlock, whatever the real durations are."""
+    return list(simulate_devices(schedule, devices, t_forward, t_backward, t_comm,
+                                 t_optimizer).programs)
+
+
 def simulate_devices(schedule: Schedule, devices: Sequence[Sequence[int]] | None = None,
                      t_forward=1.0, t_backward=2.0, t_comm=0.0,
-                     t_optimizer=0.0) -> DeviceSimResult:
+                     t_optimizer=0.0, *, weight_memory: bool = True) -> DeviceSimResult:
     r"""Simulate ``schedule`` on devices that each run one or more of its stages (partitions)
     one action at a time: each stage keeps its own action order, and a device runs, among its
     stages' next compute actions, the one that can start first (non-preemptive list scheduling:
@@ -168,8 +153,9 @@ def simulate_devices(schedule: Schedule, devices: Sequence[Sequence[int]] | None
     earlier one; ties go to a backward, then to the later stage). This greedy order is ours,
     not necessarily the best one: it leaves WPipe a small bubble at 4 devices and more (see
     ``benchmarks/bench_wpipe.py``). Durations are per stage
-    (scalars or one per stage), ``t_comm`` as in :func:`simulate` (sends cost nothing;
-    messages between stages of one device also take ``t_comm``).
+    (scalars or one per stage); a send costs its sender nothing (asynchronous) and arrives
+    ``t_comm`` later, also between stages of one device. This is the one event loop of the
+    simulator: :func:`simulate` is this with one stage per device.
 
     Weight-version memory of a device: the most, over time, of
     :math:`\sum_{s \in d} \text{alive}_s(t) / P` (``Schedule.version_plan(s).alive_after`` at
@@ -190,6 +176,7 @@ def simulate_devices(schedule: Schedule, devices: Sequence[Sequence[int]] | None
     tc = float(t_comm)
     if not tc >= 0:
         raise ValueError(f"t_comm must be >= 0, got {t_comm!r}")
+    cost = {Forward: ("F", tf), Backward: ("B", tb), OptimizerStep: ("U", to)}
     D = len(devs)
     clock = [0.0] * D
     busy = [0.0] * D
@@ -197,8 +184,12 @@ def simulate_devices(schedule: Schedule, devices: Sequence[Sequence[int]] | None
     pos = [0] * P
     arrivals: dict[tuple, float] = {}
     intervals: list[Interval] = []
-    plans = [schedule.version_plan(s).alive_after for s in range(P)]
+    # (weight_memory=False: hand-built schedules without a registered name have no plan)
+    plans = [schedule.version_plan(s).alive_after if weight_memory
+             else (0,) * len(schedule.actions[s]) for s in range(P)]
     events: list[list[tuple[float, int, int]]] = [[] for _ in range(D)]  # (time, stage, alive)
+    programs: list[list[Action]] = [[] for _ in range(D)]
+    held_recvs: list[list[Action]] = [[] for _ in range(P)]
     for s in range(P):
         events[owner[s]].append((0.0, s, plans[s][0] if plans[s] else 1))
     while True:
@@ -209,11 +200,13 @@ def simulate_devices(schedule: Schedule, devices: Sequence[Sequence[int]] | None
                 a = acts[pos[s]]
                 if isinstance(a, Send):
                     arrivals[(a.kind, a.step, a.mb, s, a.peer)] = ready[s] + tc
+                    programs[owner[s]].append(on_stage(a, s))
                 elif isinstance(a, Recv):
                     key = (a.kind, a.step, a.mb, a.peer, s)
                     if key not in arrivals:
                         break
                     ready[s] = max(ready[s], arrivals.pop(key))
+                    held_recvs[s].append(on_stage(a, s))
                 else:
                     break
                 pos[s] += 1
@@ -229,22 +222,23 @@ def simulate_devices(schedule: Schedule, devices: Sequence[Sequence[int]] | None
             if best is None or key < best[0]:
                 best = (key, s)
         if best is None:
-            stuck = {s: schedule.actions[s][pos[s]] for s in range(P)
-                     if pos[s] < len(schedule.actions[s])}
+            stuck = [to_str(schedule.actions[s][pos[s]], s) for s in range(P)
+                     if pos[s] < len(schedule.actions[s])]
             if stuck:
-                raise ValueError(f"schedule {schedule.name!r} deadlocks on devices {devs}; "
-                                 f"waiting actions: {stuck}")
+                where = "" if all(len(d) == 1 for d in devs) else f" on devices {devs}"
+                raise ValueError(f"schedule {schedule.name!r} deadlocks{where}; waiting "
+                                 f"actions: {', '.join(stuck)}")
             break
         start, s = best[0][0], best[1]
         k = owner[s]
         a = schedule.actions[s][pos[s]]
-        if isinstance(a, Forward):
-            dur, kind = tf[s], "F"
-        elif isinstance(a, Backward):
-            dur, kind = tb[s], "B"
-        else:
-            dur, kind = to[s], "U"
+        kind, times = cost[type(a)]
+        dur = times[s]
         intervals.append(Interval(s, start, start + dur, kind, a.step, a.mb))
+        # a receive joins the device's program right before the compute that needs it
+        programs[k].extend(held_recvs[s])
+        held_recvs[s] = []
+        programs[k].append(on_stage(a, s))
         clock[k] = ready[s] = start + dur
         busy[k] += dur
         events[k].append((start + dur, s, plans[s][pos[s]]))
@@ -263,8 +257,11 @@ def simulate_devices(schedule: Schedule, devices: Sequence[Sequence[int]] | None
         memory.append(peak)
     util = tuple(b / makespan if makespan > 0 else 0.0 for b in busy)
     bubble = 1.0 - sum(busy) / (D * makespan) if makespan > 0 else 0.0
+    for s in range(P):
+        programs[owner[s]].extend(held_recvs[s])
     return DeviceSimResult(tuple(tuple(d) for d in devs), makespan, tuple(busy), util, bubble,
-                           tuple(memory), tuple(intervals), schedule)
+                           tuple(memory), tuple(intervals), schedule,
+                           tuple(tuple(p) for p in programs))
 
 
 def steady_state_devices(name: str, num_stages: int, num_microbatches: int, t_forward=1.0,

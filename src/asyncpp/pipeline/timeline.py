@@ -1,6 +1,7 @@
-"""Draw a simulated schedule: an ASCII timeline for terminals, a matplotlib figure for the book.
+"""Draw a simulated schedule: an ASCII timeline for terminals, a step × rank grid of the
+programs in the actions' text form, a matplotlib figure for the book.
 
-Both take a :class:`~asyncpp.pipeline.simulator.SimResult` (or a
+The timeline and the figure take a :class:`~asyncpp.pipeline.simulator.SimResult` (or a
 :class:`~asyncpp.pipeline.schedules.Schedule`, simulated with the default durations
 t_f = 1, t_b = 2, t_c = 0).
 """
@@ -9,8 +10,9 @@ from __future__ import annotations
 
 import math
 
+from .actions import COMPUTE, to_str
 from .schedules import Schedule
-from .simulator import SimResult, simulate
+from .simulator import SimResult, default_devices, simulate, simulate_devices
 
 
 def _as_result(obj) -> SimResult:
@@ -71,6 +73,26 @@ def ascii(result, width: int | None = None, resolution: float | None = None) -> 
         if width is not None and len(text) > width:
             text = text[: max(width - 1, 0)] + ">"
         lines.append(f"{f'stage {s}':<{name_w}} | {text}")
+    return "\n".join(lines)
+
+
+def grid(schedule: Schedule, devices=None, compute_only: bool = True) -> str:
+    """Each rank's program as a table: one column per rank (``devices``: the stages each rank
+    holds, default :func:`~asyncpp.pipeline.simulator.default_devices`), one row per program
+    slot, each cell an action in its text form (``1F2.3@v1``: stage 1, forward of step 2
+    microbatch 3 on version 1; see :mod:`asyncpp.pipeline.actions`). ``compute_only`` leaves
+    the sends and receives out."""
+    devs = default_devices(schedule) if devices is None else devices
+    progs = simulate_devices(schedule, devs, weight_memory=False).programs
+    cols = [[to_str(a) for a in p if not compute_only or isinstance(a, COMPUTE)] for p in progs]
+    heads = [f"rank {r} ({','.join(map(str, d))})" for r, d in enumerate(devs)]
+    widths = [max([len(h), *map(len, c)]) for h, c in zip(heads, cols)]
+    n = max((len(c) for c in cols), default=0)
+    slot_w = len(f"{max(n - 1, 0)}")
+    lines = [" " * slot_w + " | " + " | ".join(h.ljust(w) for h, w in zip(heads, widths))]
+    for k in range(n):
+        cells = [(c[k] if k < len(c) else "").ljust(w) for c, w in zip(cols, widths)]
+        lines.append(f"{k:>{slot_w}} | " + " | ".join(cells).rstrip())
     return "\n".join(lines)
 
 

@@ -59,85 +59,46 @@ The four schedules:
     weight updates" alternating between the groups, half of 2BW's memory and latency): the
     group split (first half / second half of the partitions) and that G1 drains every step
     while G0 does not, which is the one reading in which those four facts hold together. The
-    executor runs each partition as its own rank; how a device interleaves its two partitions
-    (and so the bubble and the per-device memory) is measured by
-    :func:`asyncpp.pipeline.simulator.simulate_devices`, not by the executor.
+    executor runs the P partitions on P/2 ranks (``placement=default_devices``: rank d runs
+    partitions d and P/2 + d, in the order :func:`asyncpp.pipeline.simulator.rank_programs`
+    merges them), or each partition as its own rank.
+
+**Programs.** Each schedule is one class (:mod:`.gpipe`, :mod:`.one_f_one_b`, :mod:`.two_bw`,
+:mod:`.pipedream`, :mod:`.wpipe`) in the registry :data:`PROGRAMS`, on the common driver of
+:class:`~.base.Program`; its actions (:mod:`asyncpp.pipeline.actions`) carry their stage and
+print in the text form ``1F2.3@v1``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from .registry import PIPELINE_SCHEDULES, get_spec
+from ..actions import (
+    ACTIVATION,
+    COMPUTE,
+    GRADIENT,
+    Action,
+    Backward,
+    Forward,
+    OptimizerStep,
+    Recv,
+    Send,
+    check,
+    from_str,
+    to_str,
+)
+from ..registry import PIPELINE_SCHEDULES, get_spec
+from . import gpipe, one_f_one_b, pipedream, two_bw, wpipe  # noqa: F401  (register the classes)
+from .base import PROGRAMS, Program
+
+__all__ = ["ACTIVATION", "GRADIENT", "PROGRAMS", "SCHEDULES", "Action", "Backward", "Forward",
+           "OptimizerStep", "Program", "Recv", "Schedule", "Send", "VersionPlan", "build",
+           "check", "from_str", "program", "stage_actions", "step_delay", "to_str",
+           "version_of", "version_plan"]
 
 SCHEDULES = PIPELINE_SCHEDULES
-ACTIVATION = "activation"
-GRADIENT = "gradient"
-
-
-@dataclass(frozen=True)
-class Forward:
-    """Forward of microbatch ``mb`` of step ``step`` on weight version ``version``."""
-
-    step: int
-    mb: int
-    version: int
-
-
-@dataclass(frozen=True)
-class Backward:
-    """Backward of microbatch ``mb`` of step ``step`` (same version as its forward)."""
-
-    step: int
-    mb: int
-    version: int
-
-
-@dataclass(frozen=True)
-class Send:
-    """Send the ``kind`` ("activation" or "gradient") of (step, mb) to stage ``peer``."""
-
-    kind: str
-    step: int
-    mb: int
-    peer: int
-
-
-@dataclass(frozen=True)
-class Recv:
-    """Receive the ``kind`` ("activation" or "gradient") of (step, mb) from stage ``peer``."""
-
-    kind: str
-    step: int
-    mb: int
-    peer: int
-
-
-@dataclass(frozen=True)
-class OptimizerStep:
-    r"""Apply gradient number ``update`` (computed on ``version``) with delay ``delay``.
-
-    ``step``/``mb`` name the gradient: ``mb`` is ``None`` when it is the sum over the m
-    microbatches of ``step``, an index for PipeDream's per-microbatch updates. The update is
-    :math:`x_{u+1} = x_u - U(g;\,x_u)`, producing version ``new_version`` = ``update`` + 1;
-    it belongs to simulated step ``update + delay``.
-    """
-
-    step: int
-    mb: int | None
-    update: int
-    version: int
-    delay: int
-    new_version: int
-
-    @property
-    def applied_at(self) -> int:
-        """The simulated step a(u) = u + τ at which this gradient is applied."""
-        return self.update + self.delay
-
-
-Action = Forward | Backward | Send | Recv | OptimizerStep
+"""The schedules :func:`build` and the executor run (the registry's list; one constant)."""
 
 
 @dataclass(frozen=True)
@@ -245,55 +206,31 @@ def _validate(name: str, num_stages: int, num_microbatches: int, num_steps: int,
     return name
 
 
-def _as_predicate(sync_steps) -> Callable[[int], bool]:
-    if sync_steps is None:
-        return lambda t: False
-    if callable(sync_steps):
-        return lambda t: bool(sync_steps(t))
-    if isinstance(sync_steps, Collection):
-        s = frozenset(int(t) for t in sync_steps)
-        return lambda t: t in s
-    raise ValueError(
-        f"sync_steps must be a collection of step indices or a predicate, got {sync_steps!r}"
-    )
-
-
-def _order_1f1b(items: Sequence, stage: int, num_stages: int) -> list[tuple[str, object]]:
-    """1F1B: P−1−s warm-up forwards, then forward/backward alternately, then the rest of the
-    backwards (torch's Schedule1F1B order: P − s forwards before the first backward)."""
-    warm = min(num_stages - 1 - stage, len(items))
-    order: list[tuple[str, object]] = [("F", items[k]) for k in range(warm)]
-    nf, nb = warm, 0
-    while nf < len(items):
-        order.append(("F", items[nf]))
-        nf += 1
-        order.append(("B", items[nb]))
-        nb += 1
-    order.extend(("B", items[k]) for k in range(nb, len(items)))
-    return order
+def program(name: str, num_stages: int, num_microbatches: int, sync_steps=None) -> Program:
+    """The registered program of schedule ``name`` (no validation of P and m: see
+    :func:`build`)."""
+    return PROGRAMS[get_spec(name).name](num_stages, num_microbatches, sync_steps)
 
 
 def build(name: str, num_stages: int, num_microbatches: int, num_steps: int = 1, *,
           start_step: int = 0, sync_steps=None) -> Schedule:
-    r"""Build schedule ``name`` ("gpipe", "1f1b", "pipedream", "2bw") for P stages, m
-    microbatches per step and steps ``start_step .. start_step + num_steps − 1``.
+    r"""Build schedule ``name`` ("gpipe", "1f1b", "pipedream", "2bw", "wpipe") for P stages,
+    m microbatches per step and steps ``start_step .. start_step + num_steps − 1``.
 
     ``sync_steps`` (2BW only): step indices, or a predicate on them, where the delay is 0
     (:math:`\tau(t) = 0`: synchronous start / cooldown, ``DelaySchedule.delay_at(t) == 0``).
     Version labels are absolute, so consecutive calls with increasing ``start_step`` chain.
-    Each stage's list is :func:`stage_actions` run to the end (the executor runs the same
-    generator lazily, without a fixed end).
+    Each stage's list is its program (:meth:`Program.stage_program`) run to the end (the
+    executor runs the same generator lazily, without a fixed end).
     """
     name = _validate(name, num_stages, num_microbatches, num_steps, start_step)
+    prog = program(name, num_stages, num_microbatches, sync_steps)
     end = start_step + num_steps
-    all_actions = tuple(
-        tuple(stage_actions(name, num_stages, num_microbatches, s, start_step, end, sync_steps))
-        for s in range(num_stages))
-    is_sync = _as_predicate(sync_steps)
-    next_versions = tuple(_version(name, num_stages, num_microbatches, s, end, 0, is_sync)
-                          for s in range(num_stages))
+    all_actions = tuple(tuple(prog.stage_program(s, start_step, end))
+                        for s in range(num_stages))
+    next_versions = tuple(prog.version(s, end, 0) for s in range(num_stages))
     sync = frozenset(t for t in range(start_step, end)
-                     if get_spec(name).sync_windows and is_sync(t))
+                     if prog.spec.sync_windows and prog.is_sync(t))
     sched = Schedule(name, num_stages, num_microbatches, num_steps, start_step, all_actions,
                      next_versions, sync)
     check(sched)
@@ -314,82 +251,8 @@ def stage_actions(name: str, num_stages: int, num_microbatches: int, stage: int,
     Segments (runs of steps without a flush): one step for flushing schedules (gpipe, 1f1b),
     up to and including each synchronous step for 2BW, the whole run otherwise.
     """
-    spec = get_spec(name)
-    P, m, s = num_stages, num_microbatches, stage
-    is_sync = _as_predicate(sync_steps)
-    if sync_steps is not None and not spec.sync_windows:
-        raise ValueError(
-            f"sync_steps (synchronous start/cooldown) applies to the 2bw schedule only, not "
-            f"{name!r}: gpipe/1f1b are synchronous already and pipedream has no sync windows"
-        )
-    end = end_step if callable(end_step) else (lambda: end_step)
-
-    def segment_limit(t0: int) -> int:
-        """Exclusive end of the segment starting at t0 for the end known now (the end only
-        moves earlier, so the segment's end is the smaller of this and the current end)."""
-        e = end()
-        if spec.flush_every_step or spec.in_second_group(P, s):
-            return t0 + 1
-        if spec.sync_windows and sync_steps is not None:
-            t = t0
-            while t < e - 1 and not is_sync(t):
-                t += 1
-            return t + 1
-        return e
-
-    def forward(t: int, i: int) -> Iterator[Action]:
-        if s > 0:
-            yield Recv(ACTIVATION, t, i, s - 1)
-        yield Forward(t, i, _version(name, P, m, s, t, i, is_sync))
-        if s < P - 1:
-            yield Send(ACTIVATION, t, i, s + 1)
-
-    def backward(t: int, i: int) -> Iterator[Action]:
-        v = _version(name, P, m, s, t, i, is_sync)
-        if s < P - 1:
-            yield Recv(GRADIENT, t, i, s + 1)
-        yield Backward(t, i, v)
-        if s > 0:
-            yield Send(GRADIENT, t, i, s - 1)
-        if spec.per_microbatch_updates:
-            u = t * m + i
-            yield OptimizerStep(t, i, u, v, spec.stage_delay(P, s), u + 1)
-        elif i == m - 1:
-            tau = spec.stage_delay(P, s) if spec.grouped else step_delay(name, t, is_sync)
-            yield OptimizerStep(t, None, t, v, tau, t + 1)
-
-    t0 = start_step
-    while t0 < end():
-        limit = segment_limit(t0)
-
-        def count(t0=t0, limit=limit) -> int:
-            return (min(end(), limit) - t0) * m
-
-        def item(n: int, t0=t0) -> tuple[int, int]:
-            return t0 + n // m, n % m
-
-        nf = nb = 0
-        if spec.all_forwards_first:
-            n = count()
-            for k in range(n):
-                yield from forward(*item(k))
-            for k in range(n):
-                yield from backward(*item(k))
-            nf = n
-        else:
-            warm = P - 1 - s
-            while nf < min(warm, count()):
-                yield from forward(*item(nf))
-                nf += 1
-            while nf < count():
-                yield from forward(*item(nf))
-                nf += 1
-                yield from backward(*item(nb))
-                nb += 1
-            while nb < nf:
-                yield from backward(*item(nb))
-                nb += 1
-        t0 += nf // m
+    prog = program(name, num_stages, num_microbatches, sync_steps)
+    return prog.stage_program(stage, start_step, end_step)
 
 
 def step_delay(name: str, step: int, is_sync: Callable[[int], bool] | None = None) -> int:
@@ -400,16 +263,6 @@ def step_delay(name: str, step: int, is_sync: Callable[[int], bool] | None = Non
     return 1
 
 
-def _version(name, P, m, stage, t, i, is_sync) -> int:
-    r""":math:`v(k) = \#\{u : u + \tau_u < k\}` for microbatch i of step t on ``stage``."""
-    spec = get_spec(name)
-    if not spec.asynchronous or spec.in_second_group(P, stage):
-        return t
-    if spec.per_microbatch_updates:
-        return max(0, t * m + i - spec.stage_delay(P, stage))
-    return t - 1 if (t >= 1 and step_delay(name, t - 1, is_sync) == 1) else t
-
-
 def version_of(name: str, num_stages: int, num_microbatches: int, stage: int, step: int,
                mb: int = 0, sync_steps=None) -> int:
     r"""The weight version microbatch ``mb`` of ``step`` reads on ``stage``:
@@ -417,8 +270,8 @@ def version_of(name: str, num_stages: int, num_microbatches: int, stage: int, st
     (so steps 0 and 1 share :math:`x_0`), t after a synchronous one; PipeDream
     :math:`\max(0, tm + i - (P-1-s))`."""
     name = _validate(name, num_stages, num_microbatches, 1, 0)
-    return _version(name, num_stages, num_microbatches, stage, step, mb,
-                    _as_predicate(sync_steps))
+    sync = sync_steps if get_spec(name).sync_windows else None
+    return program(name, num_stages, num_microbatches, sync).version(stage, step, mb)
 
 
 # -- analysis ---------------------------------------------------------------------------------
@@ -433,7 +286,7 @@ def version_plan(actions: Sequence[Action], start_version: int, next_version: in
     suffix_min = [next_version] * (n + 1)
     for i in range(n - 1, -1, -1):
         a = actions[i]
-        v = a.version if isinstance(a, (Forward, Backward, OptimizerStep)) else None
+        v = a.version if isinstance(a, COMPUTE) else None
         suffix_min[i] = suffix_min[i + 1] if v is None else min(v, suffix_min[i + 1])
     newest = start_version
     alive = set(range(min(suffix_min[0], newest), newest + 1))
@@ -453,56 +306,3 @@ def version_plan(actions: Sequence[Action], start_version: int, next_version: in
         keep_old.append(keep)
         alive_after.append(len(alive))
     return VersionPlan(tuple(free_after), tuple(keep_old), held, tuple(alive_after))
-
-
-def check(sched: Schedule) -> None:
-    """See :meth:`Schedule.check`."""
-    P = sched.num_stages
-    sends, recvs = {}, {}
-    for s, acts in enumerate(sched.actions):
-        newest = sched.start_version
-        forwarded: dict[tuple[int, int], int] = {}
-        backwarded: set[tuple[int, int]] = set()
-        for a in acts:
-            if isinstance(a, Send):
-                key = (a.kind, a.step, a.mb, s, a.peer)
-                if key in sends:
-                    raise ValueError(f"stage {s} sends {key} twice")
-                sends[key] = True
-            elif isinstance(a, Recv):
-                key = (a.kind, a.step, a.mb, a.peer, s)
-                if key in recvs:
-                    raise ValueError(f"stage {s} receives {key} twice")
-                recvs[key] = True
-            elif isinstance(a, Forward):
-                if a.version > newest:
-                    raise ValueError(
-                        f"{sched.name}: stage {s} forwards step {a.step} microbatch {a.mb} on "
-                        f"version {a.version} before it exists (newest {newest})"
-                    )
-                if (a.step, a.mb) in forwarded:
-                    raise ValueError(f"stage {s} forwards {(a.step, a.mb)} twice")
-                forwarded[(a.step, a.mb)] = a.version
-            elif isinstance(a, Backward):
-                if forwarded.get((a.step, a.mb)) != a.version:
-                    raise ValueError(
-                        f"stage {s}: backward of {(a.step, a.mb)} without a forward on "
-                        f"version {a.version}"
-                    )
-                backwarded.add((a.step, a.mb))
-            elif isinstance(a, OptimizerStep):
-                mbs = range(sched.num_microbatches) if a.mb is None else (a.mb,)
-                if any((a.step, i) not in backwarded for i in mbs):
-                    raise ValueError(f"stage {s}: update {a.update} before its backwards")
-                if a.new_version != newest + 1:
-                    raise ValueError(f"stage {s}: update {a.update} out of order")
-                newest = a.new_version
-        if set(forwarded) != backwarded:
-            raise ValueError(f"stage {s}: some forwards have no backward")
-    for key in sends:
-        kind, step, mb, src, dst = key
-        if not 0 <= dst < P or key not in recvs:
-            raise ValueError(f"send {key} has no matching receive")
-    for key in recvs:
-        if key not in sends:
-            raise ValueError(f"receive {key} has no matching send")
