@@ -60,6 +60,11 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import provenance  # noqa: E402  (experiments/provenance.py, beside this script)
+
+# --allow-dirty of this invocation (main sets it; run_cell reads it)
+ALLOW_DIRTY = [False]
 REPO = HERE.parent
 CONFIGS = HERE / "configs"
 
@@ -318,6 +323,8 @@ def _train_and_record(cell: Cell, seed: int, results: Path, run_dir: Path,
     import torch
 
     cfg, over = build_config(cell, seed, run_dir, lrs, extra or {})
+    code = provenance.code_state()  # at the start: the code this run trains with
+    provenance.require_clean(code, ALLOW_DIRTY[0])
     args = train_command(cell, over)
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     if cfg.run.threads:
@@ -360,8 +367,14 @@ def _train_and_record(cell: Cell, seed: int, results: Path, run_dir: Path,
               "val_step": [r["step"] for r in records if "val_loss" in r],
               "val_loss": [r["val_loss"] for r in records if "val_loss" in r]}
     mc = cfg.model_config()
+    data = summary.get("data", {})
     final.update(wall_s=wall, params=mc.num_params(),
-                 tokens=cfg.train.steps * cfg.train.batch_size * cfg.data.seq_len)
+                 **provenance.regime(cfg.train.steps, cfg.train.batch_size, cfg.data.seq_len,
+                                     mc.num_params(), data.get("train_windows")))
+    for k in ("final_val_loss_by_source", "final_val_loss_by_kind", "final_val_windows",
+              "final_val_tokens", "final_val_full_split"):
+        if k in summary:
+            final[k.removeprefix("final_")] = summary[k]
     record = {
         "cell": cell.name, "seed": seed, "status": status, "error": error,
         "base_config": cell.base, "overrides": over,
@@ -375,6 +388,7 @@ def _train_and_record(cell: Cell, seed: int, results: Path, run_dir: Path,
                     "loadavg_end": os.getloadavg()[0], "python": platform.python_version()},
         "asyncpp_commit": _git_commit(), "finished_utc": time.strftime(
             "%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "provenance": {**code, "packages": provenance.package_versions(), "data": data},
     }
     write_json_atomic(result_path(results, cell.name, seed), record)
     return record
@@ -546,9 +560,13 @@ def main(argv=None) -> int:
                     "median wall time of this results folder's runs, else --run-estimate-s)")
     ap.add_argument("--run-estimate-s", type=float, default=0.0,
                     help="expected seconds of one run before any has finished (--deadline)")
+    ap.add_argument("--allow-dirty", action="store_true",
+                    help="train from a working tree that differs from its commit (the result "
+                    "records the diff's sha256); refused otherwise")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="extra override for every run (e.g. train.steps=2; smoke tests only)")
     args = ap.parse_args(argv)
+    ALLOW_DIRTY[0] = args.allow_dirty
     tier = get_tier(args.tier).at(results=args.results, lrs_file=args.lrs)
     in_process = args.in_process
     results = tier.results

@@ -111,7 +111,9 @@ def test_sweep_runs_asyncpp_train_and_reuses_an_identical_run(tmp_path, capsys):
     results = tmp_path / "results"
     small = ["--set", "train.steps=3", "--set", "train.eval_every=0", "--set",
              "train.eval_batches=1", "--set", "data.max_documents=40", "--set",
-             "data.seq_len=16", "--set", "train.batch_size=4"]
+             "data.seq_len=16", "--set", "train.batch_size=4",
+             # the checkout under test may hold uncommitted work: recorded, not refused
+             "--allow-dirty"]
     assert sweep.main(["--tables", "1", "--only", "muon-ef", "--seeds", "0",
                        "--results", str(results), *small]) == 0
     rec = report.load_results(results)["muon-ef"][0]
@@ -120,6 +122,15 @@ def test_sweep_runs_asyncpp_train_and_reuses_an_identical_run(tmp_path, capsys):
     assert "--delay.track_updates true" in rec["command"]
     assert rec["config"]["delay"]["track_updates"] is True
     assert rec["curves"]["step"] == [1, 2, 3]
+    # what made it: the code at the start, the packages, the data and the regime
+    prov = rec["provenance"]
+    assert len(prov["commit_at_start"]) == 40 and isinstance(prov["dirty"], bool)
+    assert (prov["diff_sha256"] is None) == (not prov["dirty"])
+    assert prov["packages"]["torch"] and prov["packages"]["numpy"]
+    assert len(prov["data"]["tokenizer_sha256"]) == 64
+    assert rec["final"]["tokens"] == 3 * 4 * 16
+    assert rec["final"]["tokens_per_param"] == rec["final"]["tokens"] / rec["final"]["params"]
+    assert rec["final"]["epochs"] == 3 * 4 / prov["data"]["train_windows"]
     assert 0.0 < rec["drift"]["mean"] < 3.0  # 2BW: updates 1 and 2 have a predecessor
     capsys.readouterr()
     # The lr-sweep cell of Muon at its chosen lr trains exactly what muon-sync does.
@@ -243,7 +254,7 @@ def test_sigterm_stops_the_sweep_and_leaves_nothing_behind(tmp_path):
     env = dict(os.environ, TMPDIR=str(tmp))
     cmd = [sys.executable, str(EXP / "sweep.py"), "--tables", "1", "--only", "muon-ef",
            "--seeds", "0", "--results", str(results), "--set", "train.steps=100000",
-           "--set", "data.max_documents=40", "--set", "data.seq_len=16"]
+           "--set", "data.max_documents=40", "--set", "data.seq_len=16", "--allow-dirty"]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
     try:

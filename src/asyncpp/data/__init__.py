@@ -12,7 +12,15 @@ import numpy as np
 
 from .cache import atomic_write, cache_dir, file_digest, fingerprint
 from .corpus import CORPUS_VERSION, kjv_documents, kjv_path
-from .dataset import BatchSampler, TokenWindows, eval_batches
+from .dataset import (
+    BatchSampler,
+    Source,
+    TokenWindows,
+    ValBatch,
+    eval_batches,
+    validation_plan,
+    window_sources,
+)
 from .sources import expand_paths, files_key, hf_documents, open_shard, read_documents
 from .tokenizer import Tokenizer, bpe_cache_path, load_tokenizer, train_bpe
 
@@ -24,7 +32,9 @@ __all__ = [
     "SOURCES",
     "BatchSampler",
     "DataBundle",
+    "Source",
     "TokenWindows",
+    "ValBatch",
     "Tokenizer",
     "atomic_write",
     "cache_dir",
@@ -33,6 +43,8 @@ __all__ = [
     "load_data",
     "load_tokenizer",
     "train_bpe",
+    "validation_plan",
+    "window_sources",
 ]
 
 
@@ -45,6 +57,9 @@ class DataBundle:
     tokenizer: Tokenizer | None
     tokenizer_file: Path | None
     description: str
+    # the validation split's sources (one "all" unless the shards' manifest names them)
+    val_sources: list[Source] | None = None
+    manifest: Path | None = None  # the corpus manifest the shards came with, if any
 
 
 def split_documents(docs: list[str], val_fraction: float) -> tuple[list[str], list[str]] | None:
@@ -164,6 +179,13 @@ def _load_shards(cfg, model_vocab_size: int) -> DataBundle:
     tok = load_tokenizer(cfg.tokenizer) if cfg.tokenizer not in ("bpe", "none", "") else None
     bundle = _bundle(train, val, cfg.seq_len, tok, Path(tok.source) if tok else None,
                      f"{len(train)} token shard(s) at {cfg.path}")
+    if cfg.val_path and bundle.val is not None:
+        files = expand_paths(cfg.val_path, "data.val_path")
+        manifest = Path(files[0]).parent / "manifest.json"
+        if manifest.is_file():
+            bundle.manifest = manifest
+            ranges = manifest_val_ranges(manifest, files, val)
+            bundle.val_sources = window_sources(bundle.val, ranges)
     top = bundle.train.max_token()
     if top >= model_vocab_size:
         raise ValueError(
@@ -177,4 +199,35 @@ def _load_shards(cfg, model_vocab_size: int) -> DataBundle:
 def _bundle(train, val, seq_len, tok, tok_file, desc) -> DataBundle:
     tw = TokenWindows(train, seq_len, "train")
     vw = TokenWindows(val, seq_len, "validation") if val and sum(map(len, val)) else None
-    return DataBundle(tw, vw, tok, tok_file, desc)
+    return DataBundle(tw, vw, tok, tok_file, desc,
+                      val_sources=window_sources(vw, None) if vw is not None else None)
+
+
+def manifest_val_ranges(manifest: Path, files: list[str], val: list) -> list | None:
+    r"""Token ranges ``(package, kind, start, end)`` of the validation split from a corpus
+    manifest (``asyncpp-corpus build``): its documents are written source by source in the
+    manifest's order, each ending in ``eos``, so source k holds tokens
+    :math:`[\sum_{i<k} v_i, \sum_{i\le k} v_i)` (:math:`v_i` its ``val_tokens``). ``None``
+    when the files are not the manifest's one validation shard; a manifest whose counts do
+    not fall on document ends is refused."""
+    import json
+
+    m = json.loads(manifest.read_text())
+    shards = [sh["file"] for sh in m.get("shards", []) if sh.get("split") == "val"]
+    if [Path(f).name for f in files] != shards or "sources" not in m:
+        return None
+    eos = m.get("tokenizer", {}).get("eos_id")
+    arr, out, start = val[0], [], 0
+    for src in m["sources"]:
+        end = start + int(src.get("val_tokens", 0))
+        if end > start:
+            if eos is not None and int(arr[end - 1]) != eos:
+                raise ValueError(f"{manifest}: source {src['package']!r} should end at token "
+                                 f"{end} of the validation shard, but no document ends there; "
+                                 "rebuild the corpus (asyncpp-corpus build)")
+            out.append((src["package"], src.get("kind", src["package"]), start, end))
+        start = end
+    if start != len(arr):
+        raise ValueError(f"{manifest}: its sources hold {start:,} validation tokens, the shard "
+                         f"{len(arr):,}; rebuild the corpus (asyncpp-corpus build)")
+    return out

@@ -118,8 +118,117 @@ class BatchSampler:
 
 
 def eval_batches(windows: TokenWindows, batch_size: int, num_batches: int):
-    """The fixed validation set: windows 0, 1, 2, … in order, ``num_batches`` batches of
-    ``batch_size`` (fewer if the split is small). Same batches at every evaluation."""
+    """The prefix validation set (``train.val_sample = "prefix"``): windows 0, 1, 2, … in order,
+    ``num_batches`` batches of ``batch_size`` (fewer if the split is small). Same batches at
+    every evaluation. A contiguous prefix of one split, kept for the runs that used it; the
+    default is :func:`validation_plan`."""
     n = min(windows.num_windows, batch_size * num_batches)
     for i in range(0, n, batch_size):
         yield windows.batch(range(i, min(i + batch_size, n)))
+
+
+@dataclass(frozen=True)
+class Source:
+    """A contiguous run of windows ``[lo, hi)`` that come from one source of the split."""
+
+    name: str
+    kind: str  # e.g. "prose" or "code"; the name again when unknown
+    lo: int
+    hi: int
+
+    @property
+    def num_windows(self) -> int:
+        return self.hi - self.lo
+
+
+@dataclass(frozen=True)
+class ValBatch:
+    """Validation windows of one source (their indices, in order)."""
+
+    source: str
+    indices: tuple[int, ...]
+
+
+def window_sources(windows: TokenWindows, token_ranges: list[tuple[str, str, int, int]] | None
+                   ) -> list[Source]:
+    """The sources of ``windows`` from contiguous token ranges ``(name, kind, start, end)`` of
+    its concatenated arrays; a window belongs to the range holding its middle token (one window
+    per boundary straddles two). ``None``: the whole split is one source ``"all"``."""
+    N = windows.num_windows
+    if not token_ranges:
+        return [Source("all", "all", 0, N)]
+    T = windows.seq_len
+    out, lo = [], 0
+    for k, (name, kind, _start, end) in enumerate(token_ranges):
+        # windows j with middle token j*T + T//2 < end (arrays of one split are laid end to
+        # end; every window lies inside one array, and shard boundaries never cut a range here
+        # because the validation split is one shard)
+        hi = N if k == len(token_ranges) - 1 else min(N, max(lo, -(-(end - T // 2) // T)))
+        if hi > lo:
+            out.append(Source(name, kind, lo, hi))
+        lo = hi
+    return out
+
+
+def _allocate(counts: list[int], total: int) -> list[int]:
+    """Largest-remainder apportionment of ``total`` items in proportion to ``counts``, every
+    positive count getting at least one while ``total`` allows (largest counts first)."""
+    n_pos = sum(c > 0 for c in counts)
+    s = sum(counts)
+    if s == 0 or total <= 0:
+        return [0] * len(counts)
+    base = [0] * len(counts)
+    order = sorted(range(len(counts)), key=lambda i: -counts[i])
+    floor_one = min(total, n_pos)
+    for i in order[:floor_one]:
+        base[i] = 1
+    rest = total - floor_one
+    quota = [c * rest / s for c in counts]
+    extra = [int(q) for q in quota]
+    left = rest - sum(extra)
+    for i in sorted(range(len(counts)), key=lambda i: -(quota[i] - extra[i]))[:left]:
+        extra[i] += 1
+    return [b + e for b, e in zip(base, extra)]
+
+
+def validation_plan(sources: list[Source], batch_size: int, num_batches: int, *,
+                    full: bool = False, multiple: int = 1, seed: int = 0) -> list[ValBatch]:
+    r"""The validation batches: each batch holds windows of one source.
+
+    ``full``: every window of the split, source by source in batches of ``batch_size`` (a
+    source's last batch is cut to a multiple of ``multiple``, so at most ``multiple − 1``
+    windows per source are left out).
+
+    Otherwise a fixed sample spread over the whole split: the ``num_batches`` batches are
+    apportioned to the sources in proportion to their windows (largest remainder, at least one
+    each while there are batches), and the :math:`n_s` windows of source :math:`s` (windows
+    :math:`[l_s, h_s)`, :math:`W_s = h_s - l_s`) are one per stratum,
+
+    .. math::
+        j_i = l_s + \left\lfloor \frac{(i + u_i)\, W_s}{n_s} \right\rfloor, \quad
+        u_i \sim U[0, 1) \text{ drawn from } \mathtt{default\_rng}([\mathrm{seed}, l_s, W_s, n_s]),
+
+    so the sample covers every part of every source, is the same at every evaluation and
+    does not depend on the training seed."""
+    if batch_size % multiple:
+        raise ValueError(f"validation batches of {batch_size} cannot be split into "
+                         f"{multiple} equal microbatches")
+    out: list[ValBatch] = []
+    if full:
+        for src in sources:
+            for i in range(src.lo, src.hi, batch_size):
+                hi = min(i + batch_size, src.hi)
+                hi = i + (hi - i) // multiple * multiple
+                if hi > i:
+                    out.append(ValBatch(src.name, tuple(range(i, hi))))
+        return out
+    per = _allocate([s.num_windows // multiple for s in sources], num_batches)
+    for src, b in zip(sources, per):
+        n = min(b * batch_size, src.num_windows // multiple * multiple)
+        if n <= 0:
+            continue
+        u = np.random.default_rng([seed, src.lo, src.num_windows, n]).random(n)
+        idx = src.lo + np.floor((np.arange(n) + u) * src.num_windows / n).astype(np.int64)
+        for i in range(0, n, batch_size):
+            out.append(ValBatch(src.name, tuple(int(j) for j in idx[i:i + batch_size])))
+    return out

@@ -16,6 +16,7 @@ parameter group (Muon's matrix groups with ``optimizer.lr``, its AdamW side with
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import math
 import resource
@@ -25,7 +26,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from ..data import DataBundle, eval_batches, load_data
+from ..data import DataBundle, Source, ValBatch, load_data, validation_plan
 from ..delay import DelayedOptimizer
 from ..optim import build_optimizer
 from . import checkpoint as ckpt_io
@@ -40,7 +41,7 @@ RESUME_FREE = {
             "peer_timeout_s"},
     "data": {"cache_dir"},
     "train": {"eval_every", "eval_batches", "log_every", "checkpoint_every", "keep_checkpoints",
-              "stop_after", "export"},
+              "stop_after", "export", "val_sample", "final_eval"},
     "pipeline": {"simulate"},
     "log": {"progress", "tensorboard", "plot"},
 }
@@ -140,16 +141,102 @@ def lm_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
 
+@dataclasses.dataclass(frozen=True)
+class Evaluation:
+    r"""One validation: the loss over the split and per source.
+
+    With sources :math:`s` holding :math:`W_s` of the split's windows and mean losses
+    :math:`L_s` over the evaluated windows of each,
+
+    .. math::
+        L = \sum_s \frac{W_s}{\sum_r W_r}\, L_s ,
+
+    i.e. every source counts in proportion to its share of the validation split, whatever the
+    sample drew (the mean over every window when the whole split is read)."""
+
+    loss: float
+    by_source: dict[str, float]
+    by_kind: dict[str, float]
+    windows: int  # windows evaluated
+    tokens: int  # tokens scored (windows × seq_len)
+    full: bool  # the whole split was read
+
+
+def data_provenance(data: DataBundle) -> dict:
+    """The identity of a run's data for ``summary.json``: the tokenizer file and its sha256,
+    the corpus manifest's sha256 (shards built by ``asyncpp-corpus``), and the sizes of both
+    splits (training windows: what an epoch reads)."""
+    import hashlib
+
+    def sha(path):
+        if path is None or not Path(path).is_file():
+            return None
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+    out = {"description": data.description,
+           "tokenizer_file": str(data.tokenizer_file) if data.tokenizer_file else None,
+           "tokenizer_sha256": sha(data.tokenizer_file),
+           "manifest_sha256": sha(data.manifest), "train_tokens": data.train.num_tokens,
+           "train_windows": data.train.num_windows}
+    if data.val is not None:
+        out.update(val_tokens=data.val.num_tokens, val_windows=data.val.num_windows,
+                   val_sources={s.name: [s.kind, s.num_windows] for s in data.val_sources or []})
+    return out
+
+
+def validation_set(data: DataBundle, cfg: Config, final: bool, multiple: int
+                   ) -> list[ValBatch]:
+    """The batches of one validation (:func:`asyncpp.data.validation_plan`; the prefix set of
+    :func:`asyncpp.data.eval_batches` with ``train.val_sample = "prefix"``). ``multiple``: a
+    batch is cut to a multiple of it (the pipeline's microbatches)."""
+    t = cfg.train
+    full = final and t.final_eval == "full"
+    if t.val_sample == "prefix" and not full:
+        n = min(data.val.num_windows, t.batch_size * t.eval_batches)
+        out = [ValBatch("all", tuple(range(i, min(i + t.batch_size, n))))
+               for i in range(0, n, t.batch_size)]
+        return [b for b in out if len(b.indices) % multiple == 0]
+    sources = data.val_sources or [Source("all", "all", 0, data.val.num_windows)]
+    return validation_plan(sources, t.batch_size, t.eval_batches, full=full, multiple=multiple)
+
+
+def summarize_evaluation(losses: list[float], batches: list[ValBatch], data: DataBundle,
+                         seq_len: int, full: bool) -> Evaluation:
+    """Combine per-batch mean losses (``losses[k]`` of ``batches[k]``) into an
+    :class:`Evaluation` (per source: the mean over its windows)."""
+    sums: dict[str, float] = {}
+    counts: dict[str, int] = {}
+    for v, b in zip(losses, batches):
+        n = len(b.indices)
+        sums[b.source] = sums.get(b.source, 0.0) + v * n
+        counts[b.source] = counts.get(b.source, 0) + n
+    by_source = {k: sums[k] / counts[k] for k in sums}
+    sources = {s.name: s for s in (data.val_sources or [])}
+    W = {k: (sources[k].num_windows if k in sources else counts[k]) for k in by_source}
+    total = sum(W.values())
+    loss = sum(W[k] / total * by_source[k] for k in by_source) if total else float("nan")
+    kinds: dict[str, list[str]] = {}
+    for k in by_source:
+        kinds.setdefault(sources[k].kind if k in sources else k, []).append(k)
+    by_kind = {kind: sum(W[k] * by_source[k] for k in ks) / sum(W[k] for k in ks)
+               for kind, ks in kinds.items()}
+    n = sum(counts.values())
+    return Evaluation(loss, by_source, by_kind, n, n * seq_len, full)
+
+
 @torch.no_grad()
-def evaluate(loss_of, windows, batch_size: int, num_batches: int, device) -> float:
-    """Mean validation loss over the fixed validation batches; ``loss_of(x, y)`` returns the
-    mean loss of one batch (accumulated on the device, fetched once)."""
-    total = torch.zeros((), dtype=torch.float64, device=device)
-    n = 0
-    for x, y in eval_batches(windows, batch_size, num_batches):
-        total += loss_of(x.to(device), y.to(device)).double() * x.shape[0]
-        n += x.shape[0]
-    return float(total) / max(n, 1)
+def evaluate(loss_of, data: DataBundle, cfg: Config, final: bool, device,
+             multiple: int = 1) -> Evaluation:
+    """Validation loss over :func:`validation_set`; ``loss_of(x, y)`` returns the mean loss of
+    one batch (kept on the device, fetched once)."""
+    batches = validation_set(data, cfg, final, multiple)
+    losses = []
+    for b in batches:
+        x, y = data.val.batch(b.indices)
+        losses.append(loss_of(x.to(device), y.to(device)).double())
+    values = torch.stack(losses).tolist() if losses else []
+    return summarize_evaluation(values, batches, data, cfg.data.seq_len,
+                                final and cfg.train.final_eval == "full")
 
 
 def peak_memory_mb(device: torch.device) -> float:
@@ -234,7 +321,9 @@ def prepare_run(cfg: Config, *, resume: bool,
         if not found:
             raise ConfigError(f"--resume: no checkpoint in {str(run_dir)!r}; start without "
                               "--resume or point --run.dir at the run")
-        ckpt = ckpt_io.load_checkpoint(found[-1][1])
+        # The newest checkpoint that passes its checksum; the notes name the ones skipped.
+        ckpt, notes = ckpt_io.load_newest_valid(run_dir)
+        ckpt["skipped"] = notes
         check_resume_config(ckpt["config"], cfg)
         if "distributed" in ckpt and not distributed:
             raise ConfigError(f"the checkpoint was written by a torchrun launch of "

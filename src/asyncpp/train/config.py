@@ -113,6 +113,11 @@ class TrainSection:
                           choices=("global", "stage"))
     eval_every: int = opt(50, "validate every N steps (0 = only at the end)", lo=0)
     eval_batches: int = opt(8, "validation batches of train.batch_size sequences", lo=1)
+    val_sample: str = opt("spread", "validation set during training: spread (a fixed sample "
+                          "over the whole split, every source in proportion) or prefix (the "
+                          "split's first windows, in order)", choices=("spread", "prefix"))
+    final_eval: str = opt("full", "the final validation: full (every window of the split) or "
+                          "sample (the set of train.val_sample)", choices=("full", "sample"))
     log_every: int = opt(10, "fetch loss and gradient norm from the device every N steps "
                          "(metrics.jsonl still gets every step); non-finite values stop the "
                          "run within N steps (+ the pipeline depth under torchrun)", lo=1)

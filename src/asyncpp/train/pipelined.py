@@ -40,19 +40,22 @@ import torch
 import torch.distributed as dist
 from torch.func import functional_call
 
-from ..data import BatchSampler, eval_batches
+from ..data import BatchSampler
 from ..data.cache import atomic_write
 from ..delay import DriftMeter
 from ..models import build_model, pipeline_boundaries, split_stage
 from ..pipeline import PipelineExecutor, PipelineTopology, build_stage
 from . import checkpoint as ckpt_io
 from .components import (
+    Evaluation,
     apply_lr,
     autocast_context,
     build_stage_optimizer,
     lm_loss,
     lr_at,
     prepare_run,
+    summarize_evaluation,
+    validation_set,
 )
 from .config import Config, ConfigError
 from .steps import Prefetcher, StepOut
@@ -232,10 +235,12 @@ class PipelineBackend:
             self.batches.load_state_dict(shard["sampler"])
             ckpt_io.set_rng_state(shard["rng"])
         self.next_step = start
-        self.val = []
+        self.val, self.val_final = [], []
         if self.data.val is not None:
-            self.val = [(x, y) for x, y in eval_batches(self.data.val, B, cfg.train.eval_batches)
-                        if x.shape[0] % m == 0]
+            # the prefix set drops a last batch the microbatches cannot split (as it always
+            # did); the spread and full sets are cut to a multiple of m by construction
+            self.val = validation_set(self.data, cfg, False, m)
+            self.val_final = validation_set(self.data, cfg, True, m)
         self.has_validation = bool(self.val)
         return start
 
@@ -300,13 +305,17 @@ class PipelineBackend:
     def finish(self) -> None:
         pass  # the executor's drain already applied every update
 
-    def evaluate(self, final: bool) -> float:
+    def evaluate(self, final: bool) -> Evaluation:
         ex = self.ex
         version = None if final else ex.version_for_step(ex.next_step)
-        sizes = [x.shape[0] for x, _ in self.val]
-        losses = ex.evaluate([(x.to(self.device), y.to(self.device)) for x, y in self.val],
-                             version=version)
-        return sum(v * n for v, n in zip(losses, sizes)) / max(sum(sizes), 1)
+        plan = self.val_final if final else self.val
+        batches = []
+        for b in plan:
+            x, y = self.data.val.batch(b.indices)
+            batches.append((x.to(self.device), y.to(self.device)))
+        losses = ex.evaluate(batches, version=version)
+        return summarize_evaluation(losses, plan, self.data, self.cfg.data.seq_len,
+                                    final and self.cfg.train.final_eval == "full")
 
     def save(self, step: int, config: dict) -> None:
         cfg = self.cfg

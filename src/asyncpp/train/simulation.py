@@ -33,6 +33,7 @@ from ..models import build_model, stage_named_parameters
 from ..optim import clip_coefficient, scale_, squared_norm
 from . import checkpoint as ckpt_io
 from .components import (
+    Evaluation,
     apply_lr,
     autocast_context,
     build_stage_optimizer,
@@ -199,13 +200,17 @@ class SimulationBackend:
         for d in self.dopts:
             d.flush()
 
-    def evaluate(self, final: bool) -> float:
+    def evaluate(self, final: bool) -> Evaluation:
         model = self.model
         was = model.training
         model.eval()
         try:
-            return evaluate(self.loss_of, self.data.val, self.cfg.train.batch_size,
-                            self.cfg.train.eval_batches, self.device)
+            # spread sets are cut to the pipeline's microbatches so that this and the
+            # multi-process backend score the same windows
+            multiple = 1 if self.cfg.train.val_sample == "prefix" and not (
+                final and self.cfg.train.final_eval == "full") else \
+                self.cfg.pipeline.microbatches
+            return evaluate(self.loss_of, self.data, self.cfg, final, self.device, multiple)
         finally:
             model.train(was)
 

