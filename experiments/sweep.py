@@ -372,7 +372,7 @@ def _train_and_record(cell: Cell, seed: int, results: Path, run_dir: Path,
                  **provenance.regime(cfg.train.steps, cfg.train.batch_size, cfg.data.seq_len,
                                      mc.num_params(), data.get("train_windows")))
     for k in ("final_val_loss_by_source", "final_val_loss_by_kind", "final_val_windows",
-              "final_val_tokens", "final_val_full_split"):
+              "final_val_tokens", "final_val_full_split", "final_val_loss_sample"):
         if k in summary:
             final[k.removeprefix("final_")] = summary[k]
     record = {

@@ -53,11 +53,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {key}  [{', '.join(sorted(definitions[key]))}]")
     # numerical checks of closed forms against their float64 recursion (AD)
     from .adaptive_delay import numeric_checks
-    for name, ok, detail in numeric_checks():
-        if not args.quiet:
-            print(f"  [{'ok' if ok else 'FAILED':8s}] numeric  {name}: {detail}")
-        if not ok:
-            failed.append(f"AD numeric: {name}")
+    from .ef_gamma_closed import numeric_checks as ef_gamma_certificates
+    for tag, checks in (("AD numeric", numeric_checks), ("EG exact", ef_gamma_certificates)):
+        for name, ok, detail in checks():
+            if not args.quiet:
+                print(f"  [{'ok' if ok else 'FAILED':8s}] numeric  {name}: {detail}")
+            if not ok:
+                failed.append(f"{tag}: {name}")
     summary = ", ".join(f"{v} {k}" for k, v in sorted(totals.items()))
     print(f"TOTAL: {summary}  ({time.perf_counter() - start:.1f} s)")
     if failed:

@@ -28,7 +28,8 @@ leading coefficients :math:`\delta_k` of the Schur transforms positive), derived
 * :math:`\tau = 2`: :math:`c^* = \bigl(\sqrt{\beta^2-2\beta+5} - 1 - \beta\bigr) / (2(1-\beta))`
   (0.618 at :math:`\beta = 0`, :math:`\to 1/2` as :math:`\beta \to 1`)
 * :math:`\tau = 1`, EF: :math:`c^* = \bigl(\sqrt{(5-\beta)/(1-\beta)} - 1\bigr) / 2` (0.618 at
-  :math:`\beta = 0`, grows like :math:`1/\sqrt{1-\beta}`)
+  :math:`\beta = 0`; :math:`c^* = 1/\sqrt{1-\beta} - 1/2 + O(\sqrt{1-\beta})` as
+  :math:`\beta \to 1`, steps SC13–SC14)
 * :math:`\tau = 2`, EF: :math:`c^* = p^*/(1-\beta)`, :math:`p^*` the unique positive root of
   :math:`\varphi(p) = p^3 + (3-\beta)p^2 + \beta(2-\beta)p - (1-\beta)` (0.532 at
   :math:`\beta = 0`, 0.85 at :math:`\beta = 0.9`)
@@ -52,14 +53,19 @@ to an exact root-locus computation (numeric).
   (1-\beta/2)^2`, so no real γ is stable at :math:`p \ge (1-\beta/2)^2`, and exactly
   :math:`\gamma^* = 2\beta/(2-\beta)^2` reaches it:
   :math:`c^*(\beta, 1, \gamma^*) = (2-\beta)^2/(4(1-\beta))`; :math:`\gamma^* \to 2` and
-  :math:`(1-\beta)c^* \to 1/4` as :math:`\beta \to 1` (EF: :math:`c^* \sim 1/(2\sqrt{1-\beta})`).
-* :math:`\tau \ge 2`: :func:`optimal_gamma` maximises the root-locus :math:`c^*(\gamma)`;
-  :func:`certify_optimal_gamma` checks (D-decomposition in γ) that no real γ is stable 1e-6
-  above it. As :math:`\beta \to 1` (:func:`beta_one_limit`) small steps are stable only for
+  :math:`(1-\beta)c^* \to 1/4` as :math:`\beta \to 1` (the paper's EF:
+  :math:`c^* = 1/\sqrt{1-\beta} - 1/2 + O(\sqrt{1-\beta})`).
+* Every τ ≥ 1 (``T3[EF(gamma*), every tau]``, :mod:`theory.ef_gamma_closed`): γ* and c* in
+  closed form from the first-lobe maximum of :math:`2(1-u)(U_\tau(u) - \beta U_{\tau-1}(u))`;
+  :func:`optimal_gamma` returns it, :func:`optimal_gamma_search` is the independent numeric
+  maximisation of the root-locus :math:`c^*(\gamma)`, and :func:`certify_optimal_gamma`
+  checks (D-decomposition in γ) that no real γ is stable 1e-6 above it. As
+  :math:`\beta \to 1` (:func:`beta_one_limit`) small steps are stable only for
   :math:`\gamma > \tau` (the root near 1 has :math:`|z|^2 = 1 + p(\tau - \gamma) + O(p^{3/2})`):
-  the paper's EF (γ = 1) stays bounded for τ ≥ 2, γ = τ grows like :math:`1/\sqrt{1-\beta}`,
-  γ* like :math:`K_\tau/(1-\beta)` (:math:`K_\tau` = 1/4, 0.0887, 0.0451 for τ = 1, 2, 3;
-  :math:`\gamma^* \to` 2, 3.760, 5.499).
+  c* of the paper's EF (γ = 1) stays bounded for τ ≥ 2, that of γ = τ grows like
+  :math:`1/\sqrt{1-\beta}`, that of γ* like :math:`K_\tau/(1-\beta)`, :math:`K_\tau` the
+  first-lobe maximum at β = 1 (:math:`K_1 = 1/4`, :math:`K_2 = (4\sqrt6 - 9)/9`), while γ*
+  stays finite (τ = 1: 2; τ = 2: :math:`(9 + 4\sqrt6)/5`).
 * T2/T4 (``T2[EF(gamma)] virtual point``): :math:`v_t = x_t + \gamma u_{t-1}` follows
   :math:`v_{t+1} = v_t - u_t`; the gradient is taken at :math:`v_t + e_t`,
   :math:`e_t = \sum_{i=1}^{\tau}(u_{t-i} - u_{t-\tau-1}) + (\tau-\gamma)u_{t-\tau-1}`, so
@@ -467,17 +473,32 @@ def _maximise_p(b: float, tau: int, hi: float | None = None,
 def optimal_gamma(beta, tau) -> tuple[float, float]:
     r"""(γ*, c*(β, τ, γ*)): the EF coefficient that maximises the critical step, and that step.
 
-    τ = 1: closed form γ* = 2β/(2−β)², c* = (2−β)²/(4(1−β)) (result ``T3[tau=1, EF(gamma*)]``,
-    proved: unique maximiser over all real γ). τ ≥ 2: the exact root locus c*(γ) maximised
-    over γ ∈ [0, 3τ+3] (grid, then golden section); :func:`certify_optimal_gamma` checks that
-    no real γ whatever is stable at a step 1e-6 above it. τ = 0: (0, 2(1+β)/(1−β)) (nothing
-    to correct)."""
+    τ = 1: γ* = 2β/(2−β)², c* = (2−β)²/(4(1−β)) (result ``T3[tau=1, EF(gamma*)]``, proved:
+    unique maximiser over all real γ). τ ≥ 2: the closed form of ``T3[EF(gamma*), every tau]``
+    (:func:`theory.ef_gamma_closed.optimal_gamma_closed`: the first-lobe maximum of
+    :math:`2(1-u)(U_\tau(u) - \beta U_{\tau-1}(u))`); :func:`optimal_gamma_search` is the
+    independent numeric maximisation and :func:`certify_optimal_gamma` checks that no real γ
+    whatever is stable at a step 1e-6 above it. τ = 0: (0, 2(1+β)/(1−β)) (nothing to
+    correct)."""
     _validate(beta, tau, True)
     b = float(beta)
     if tau == 0:
         return 0.0, 2.0 * (1.0 + b) / (1.0 - b)
     if tau == 1:
         return 2.0 * b / (2.0 - b) ** 2, (2.0 - b) ** 2 / (4.0 * (1.0 - b))
+    from .ef_gamma_closed import optimal_gamma_closed
+
+    return optimal_gamma_closed(b, int(tau))
+
+
+def optimal_gamma_search(beta, tau) -> tuple[float, float]:
+    r"""(γ*, c*) by numeric maximisation of the exact root locus c*(γ) over γ ∈ [0, 3τ+3]
+    (grid, then golden section): the check of the closed form, independent of it. Near the
+    maximum c*(γ) is flat, so γ is found to about 1e-6, c* to about 1e-12."""
+    _validate(beta, tau, True)
+    b = float(beta)
+    if tau == 0:
+        return 0.0, 2.0 * (1.0 + b) / (1.0 - b)
     g, pv = _maximise_p(b, tau)
     return g, pv / (1.0 - b)
 
@@ -548,15 +569,17 @@ def certify_optimal_gamma(beta, tau, rel: float = 1e-6) -> dict:
 
 
 def beta_one_limit(tau: int) -> tuple[float, float]:
-    r"""(lim γ*, lim (1−β)c*) as β → 1: the maximiser over γ of p* for the limit polynomial
-    :math:`z^\tau(z-1)^2 + p((1+\gamma)z - \gamma)` (small p is stable there iff γ > τ: the
-    root near 1 is :math:`z = 1 + i\sqrt{p} + p(\tau-1-\gamma)/2 + O(p^{3/2})`, so
-    :math:`\lvert z\rvert^2 = 1 + p(\tau-\gamma) + O(p^{3/2})`). τ = 1: (2, 1/4)."""
+    r"""(lim γ*, lim (1−β)c*) as β → 1: the first-lobe maximum of
+    :math:`2(1-u)(U_\tau(u) - U_{\tau-1}(u))` (:func:`theory.ef_gamma_closed.beta_one_limits`;
+    the polynomial is continuous in β). The limit polynomial
+    :math:`z^\tau(z-1)^2 + p((1+\gamma)z - \gamma)` has small p stable iff γ > τ: the root near
+    1 is :math:`z = 1 + i\sqrt{p} + p(\tau-1-\gamma)/2 + O(p^{3/2})`, so
+    :math:`\lvert z\rvert^2 = 1 + p(\tau-\gamma) + O(p^{3/2})`. τ = 1: (2, 1/4)."""
     if tau == 1:
         return 2.0, 0.25
-    # at β = 1 itself p* is 0 for γ ≤ τ (the root locus would report a spurious crossing), so
-    # the limit is taken along β = 1 − 1e−7 over γ ≥ τ (where p* stays bounded away from 0)
-    return _maximise_p(1.0 - 1e-7, tau, lo=float(tau))
+    from .ef_gamma_closed import beta_one_limits
+
+    return beta_one_limits(tau)
 
 
 # --------------------------------------------------------------------------- proofs
@@ -642,6 +665,7 @@ def _case_steps(tau: int, ef: bool) -> list[Step]:
                  ge(p * (1 - p) * (1 + p) * (2 * b + 3 * p + 2), 0), domain=DOMAIN_P01),
             Step("SC11 closed form in $c$", "identity",
                  eq(pstar / (1 - b), critical_step_expr(1, True)), domain=DOMAIN_P),
+            *_ef_asymptote_steps(),
         ]
     else:
         steps += _ef2_steps()
@@ -672,6 +696,23 @@ def _root_steps(g: sp.Expr, pstar: sp.Expr, name: str) -> list[Step]:
         Step("SC6 $g$ increases in $p > 0$", "monotonicity", ge(sp.diff(g, p), 0),
              mono=(g, p, 1, None), domain=DOMAIN_P),
         Step("SC7 $g(0) < 0$", "inequality", le(g.subs(p, 0), 0), domain=DOMAIN_P),
+    ]
+
+
+def _ef_asymptote_steps() -> list[Step]:
+    r"""c*_EF(β, 1) = 1/√(1−β) − 1/2 + r, 0 ≤ r ≤ √(1−β)/8, written in s = √(1−β) > 0."""
+    s_ = sp.Symbol("s", positive=True)
+    ce = critical_step_expr(1, True).subs(beta, 1 - s_**2)
+    rem = ce - (1 / s_ - sp.Rational(1, 2))
+    return [
+        Step(r"SC13 $c^* - (1/\sqrt{1-\beta} - 1/2) \ge 0$", "inequality", ge(rem, 0),
+             r"$s = \sqrt{1-\beta}$: $c^* = (\sqrt{4+s^2}/s - 1)/2$, so the remainder is "
+             r"$(\sqrt{4+s^2} - 2)/(2s)$", domain={}),
+        Step(r"SC14 $c^* - (1/\sqrt{1-\beta} - 1/2) \le \sqrt{1-\beta}/8$", "inequality",
+             le(rem, s_ / 8),
+             r"so $c^*\sqrt{1-\beta} \to 1$ and $c^* = 1/\sqrt{1-\beta} - 1/2 + "
+             r"O(\sqrt{1-\beta})$ as $\beta \to 1$ (not $1/(2\sqrt{1-\beta})$)",
+             domain={}),
     ]
 
 
@@ -900,7 +941,8 @@ def ef_gamma_results() -> list[Result]:
         params=(beta,), steps=_ef_gamma_opt_steps(),
         assumptions=("quadratic f = h x^2/2",), relation="=",
         legend={sp.Symbol(r"\gamma^*"): r"$2\beta/(2 - \beta)^2 \to 2$ as $\beta \to 1$"},
-        notes="c* ~ 1/(4(1-beta)) as beta -> 1 (EF: ~ 1/(2 sqrt(1-beta)); none: 1)")
+        notes="c* ~ 1/(4(1-beta)) as beta -> 1 (EF: 1/sqrt(1-beta) - 1/2 + O(sqrt(1-beta)); "
+              "none: 1)")
     r3 = Result(
         name="T2[EF(gamma)] virtual point",
         title=r"EF($\gamma$) is an undelayed run of $v_t = x_t + \gamma u_{t-1}$ whose gradient "
@@ -926,5 +968,6 @@ __all__ = ["char_poly", "char_poly_expr", "state_matrix", "schur_cohn", "critica
            "spectral_radius", "is_stable", "simulate", "tightness_instance", "result",
            "results", "gamma_sym", "ef_gamma_f", "ef_gamma_g", "critical_p_gamma_exprs",
            "critical_step_gamma_expr", "optimal_gamma_tau1_exprs", "optimal_gamma",
+           "optimal_gamma_search",
            "certify_optimal_gamma", "stabilising_gammas", "beta_one_limit",
            "ef_gamma_results"]

@@ -7,9 +7,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import sympy as sp
+from hypothesis import given
+from hypothesis import strategies as st
 
 from theory import stability as T3
 from theory.assumptions import c, z
+from verify.profiles import examples
 
 CASES = [(0, False), (1, False), (2, False), (1, True), (2, True)]
 BETAS = [0.0, 0.3, 0.6, 0.9]
@@ -252,8 +255,123 @@ def test_product_auto_gamma_agrees_with_theory():
         for beta in (0.0, 0.5, 0.9, 0.95, 0.99):
             g_th, c_th = T3.optimal_gamma(beta, tau)
             g_pr = optimal_ef_gamma(beta, tau)
-            assert g_pr == pytest.approx(g_th, abs=1e-6), (tau, beta)
+            assert g_pr == pytest.approx(g_th, abs=1e-12), (tau, beta)
             assert critical_p(beta, tau, g_pr) / (1 - beta) == pytest.approx(c_th, rel=1e-9)
+
+
+# ------------------------------------------------------------ EF(γ*) closed form, every τ
+CF_TAUS = (1, 2, 3, 4, 5, 6)
+CF_BETAS = [*np.round(np.linspace(0.0, 0.98, 50), 6), 0.99, 0.995, 0.999, 0.9999]
+
+
+def _search_gamma(beta, tau, pstar, eps=1e-8):
+    """γ* by numbers alone: the midpoint of the interval of stabilising γ at p = (1−eps)p*
+    (D-decomposition in γ); the interval shrinks to γ* as eps → 0 with its midpoint off by
+    O(eps), while the root-locus maximisation is flat there (γ only to ~1e-6)."""
+    ivs = T3.stabilising_gammas(beta, tau, (1 - eps) * pstar)
+    assert len(ivs) == 1, (beta, tau, ivs)
+    lo, hi = ivs[0]
+    return 0.5 * (lo + hi), hi - lo
+
+
+def test_closed_form_product_matches_theory_exactly():
+    """src (float bisection on the trigonometric form) against theory (sympy's exact roots of
+    π_τ' at the rational β, 30 digits): τ = 1..6 over a 54-point β grid."""
+    from asyncpp.delay.ef_gamma import optimal_ef_critical_step, optimal_ef_gamma
+    from theory import ef_gamma_closed as EG
+
+    worst_g = worst_c = 0.0
+    for tau in CF_TAUS:
+        for beta in CF_BETAS:
+            _, ps, gs = EG.lobe_maximum(sp.Rational(str(beta)), tau)
+            worst_g = max(worst_g, abs(optimal_ef_gamma(float(beta), tau) - gs))
+            worst_c = max(worst_c, abs(optimal_ef_critical_step(float(beta), tau) * (1 - beta)
+                                       / ps - 1))
+    assert worst_g < 1e-10 and worst_c < 1e-12, (worst_g, worst_c)
+
+
+@pytest.mark.parametrize("tau", CF_TAUS)
+def test_closed_form_matches_the_numeric_search(tau):
+    """The closed form against two numeric determinations that do not use it: c* against the
+    root-locus maximisation over γ (``optimal_gamma_search``, to 1e-9), γ* against the
+    midpoint of the stabilising γ interval just below the edge (to 1e-6), and the root locus
+    at the closed-form γ* attains p*."""
+    from asyncpp.delay import critical_p
+    from asyncpp.delay.ef_gamma import optimal_ef_critical_step, optimal_ef_gamma
+
+    for beta in CF_BETAS[::4] + [0.95, 0.99, 0.999]:
+        g = optimal_ef_gamma(float(beta), tau)
+        cs = optimal_ef_critical_step(float(beta), tau)
+        g_num, c_num = T3.optimal_gamma_search(beta, tau)
+        assert cs == pytest.approx(c_num, rel=1e-9), (tau, beta)
+        assert g == pytest.approx(g_num, abs=2e-5), (tau, beta)  # the search is flat in γ
+        g_mid, width = _search_gamma(beta, tau, cs * (1 - beta))
+        assert abs(g - g_mid) < 1e-6 and width < 1e-2, (tau, beta, g, g_mid, width)
+        assert critical_p(beta, tau, g) == pytest.approx(cs * (1 - beta), rel=1e-9)
+
+
+@pytest.mark.parametrize("tau", [2, 3, 4, 5, 6])
+@examples(6)
+@given(beta=st.one_of(st.floats(0.0, 0.999), st.sampled_from([0.0, 0.9, 0.95, 0.99])))
+def test_closed_form_is_the_maximum_over_all_gamma(tau, beta):
+    """For every drawn β: no real γ is stable 1e-6 above the closed-form edge
+    (D-decomposition), γ* is stable just below it, and moving γ off γ* lowers the edge."""
+    from asyncpp.delay import critical_p
+
+    cert = T3.certify_optimal_gamma(beta, tau)
+    assert cert["certified"], cert
+    g, cs = cert["gamma_star"], cert["c_star"]
+    assert critical_p(beta, tau, g) == pytest.approx(cs * (1 - beta), rel=1e-8)
+    for dg in (-1e-2, 1e-2):
+        assert critical_p(beta, tau, max(0.0, g + dg * (1 + g))) < cs * (1 - beta)
+
+
+def test_exact_certificate_and_its_refusals():
+    """``ef_gamma_closed.certify`` (rational arithmetic only) certifies the closed form and
+    refuses a γ off by 1e-3 or a p* off by 1e-7 either way."""
+    from theory import ef_gamma_closed as EG
+
+    for tau in (1, 2, 3):
+        for b in ("0", "1/2", "19/20"):
+            cert = EG.certify(sp.Rational(b), tau)
+            assert cert["certified"], cert
+            g, ps = cert["gamma_star"], cert["p_star"]
+            assert not EG.certify(sp.Rational(b), tau, gamma=g + 1e-3)["lower"]
+            assert not EG.certify(sp.Rational(b), tau, p_star=ps * (1 - 1e-7))["upper"]
+            assert not EG.certify(sp.Rational(b), tau, p_star=ps * (1 + 1e-7))["lower"]
+
+
+def test_closed_form_tau1_tau2_and_beta_one_limits():
+    """τ = 1: u* = (2+β)/4; τ = 2: u* is the larger root of 12u² − (8+4β)u − (1−2β); β → 1:
+    K₂ = (4√6−9)/9, γ* → (9+4√6)/5, approached by the product's γ* at β = 1 − 1e-6."""
+    from asyncpp.delay.ef_gamma import _lobe_maximum, optimal_ef_critical_step, optimal_ef_gamma
+
+    for beta in (0.0, 0.3, 0.9, 0.99):
+        w1, _ = _lobe_maximum(beta, 1)
+        assert np.cos(w1) == pytest.approx((2 + beta) / 4, abs=1e-14)
+        w2, _ = _lobe_maximum(beta, 2)
+        u2 = np.cos(w2)
+        assert 12 * u2**2 - (8 + 4 * beta) * u2 - (1 - 2 * beta) == pytest.approx(0, abs=1e-12)
+        assert u2 == pytest.approx((2 + beta + np.sqrt(beta**2 - 2 * beta + 7)) / 6, abs=1e-14)
+    k2, g2 = (4 * np.sqrt(6) - 9) / 9, (9 + 4 * np.sqrt(6)) / 5
+    assert T3.beta_one_limit(2) == pytest.approx((g2, k2), rel=1e-12)
+    b = 1 - 1e-6
+    assert optimal_ef_gamma(b, 2) == pytest.approx(g2, abs=1e-4)
+    assert optimal_ef_critical_step(b, 2) * (1 - b) == pytest.approx(k2, rel=1e-4)
+    for tau in (1, 2, 3, 4):
+        g_inf, k_inf = T3.beta_one_limit(tau)
+        assert optimal_ef_gamma(b, tau) == pytest.approx(g_inf, abs=1e-4 * tau)
+        assert optimal_ef_critical_step(b, tau) * (1 - b) == pytest.approx(k_inf, rel=1e-4)
+
+
+def test_ef_asymptote_is_one_over_sqrt():
+    """The paper's EF at τ = 1: c* = 1/√(1−β) − 1/2 + r, 0 ≤ r ≤ √(1−β)/8 (steps SC13–SC14):
+    c*√(1−β) → 1, not 1/2."""
+    for beta in (0.9, 0.99, 0.999, 0.9999):
+        cs = T3.critical_step(beta, 1, True)
+        r = cs - (1 / np.sqrt(1 - beta) - 0.5)
+        assert 0 <= r <= np.sqrt(1 - beta) / 8
+    assert T3.critical_step(0.9999, 1, True) * np.sqrt(1e-4) == pytest.approx(0.995, abs=1e-4)
 
 
 def test_beta_to_one_asymptotics():

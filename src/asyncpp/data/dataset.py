@@ -171,24 +171,24 @@ def window_sources(windows: TokenWindows, token_ranges: list[tuple[str, str, int
 
 
 def _allocate(counts: list[int], total: int) -> list[int]:
-    """Largest-remainder apportionment of ``total`` items in proportion to ``counts``, every
-    positive count getting at least one while ``total`` allows (largest counts first)."""
-    n_pos = sum(c > 0 for c in counts)
+    """Largest-remainder apportionment of ``total`` items in proportion to ``counts``; then
+    every positive count left with none takes one from the largest allocation, while
+    ``total`` allows."""
     s = sum(counts)
     if s == 0 or total <= 0:
         return [0] * len(counts)
-    base = [0] * len(counts)
-    order = sorted(range(len(counts)), key=lambda i: -counts[i])
-    floor_one = min(total, n_pos)
-    for i in order[:floor_one]:
-        base[i] = 1
-    rest = total - floor_one
-    quota = [c * rest / s for c in counts]
-    extra = [int(q) for q in quota]
-    left = rest - sum(extra)
-    for i in sorted(range(len(counts)), key=lambda i: -(quota[i] - extra[i]))[:left]:
-        extra[i] += 1
-    return [b + e for b, e in zip(base, extra)]
+    quota = [c * total / s for c in counts]
+    out = [int(q) for q in quota]
+    for i in sorted(range(len(counts)), key=lambda i: -(quota[i] - out[i]))[:total - sum(out)]:
+        out[i] += 1
+    for i in sorted(range(len(counts)), key=lambda i: -counts[i]):
+        if counts[i] > 0 and out[i] == 0:
+            donor = max(range(len(out)), key=lambda k: out[k])
+            if out[donor] <= 1:
+                break
+            out[donor] -= 1
+            out[i] = 1
+    return out
 
 
 def validation_plan(sources: list[Source], batch_size: int, num_batches: int, *,

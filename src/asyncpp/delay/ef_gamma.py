@@ -18,16 +18,26 @@ and it is stable for every ηh below
 :math:`c^*(\beta,\tau,\gamma) = p^*(\beta,\tau,\gamma)/(1-\beta)`.
 :func:`optimal_ef_gamma` returns the γ that maximises :math:`p^*` (hence :math:`c^*`; the
 maximiser does not depend on the learning-rate scaling, so it is the same for heavy-ball
-``dampening=0``). For τ = 1 it is exact (T3, proved in ``theory.stability``):
+``dampening=0``), in closed form for every τ (``theory.ef_gamma_closed``): on
+:math:`z = e^{i\omega}` the characteristic equation is affine in (p, pγ), a unit-circle root
+at :math:`e^{\pm i\omega}` needs
 
 .. math::
-    \gamma^* = \frac{2\beta}{(2-\beta)^2},\qquad c^* = \frac{(2-\beta)^2}{4(1-\beta)};
+    p = \pi_\tau(\omega) = 2\tan(\omega/2)\big(\sin(\tau+1)\omega - \beta\sin\tau\omega\big),
 
-for τ ≥ 2 it is found numerically from the exact root locus (grid, then golden section),
-and ``theory.stability.optimal_gamma`` certifies it against an upper bound.
+:math:`p^*` is the maximum of :math:`\pi_\tau` on its first lobe :math:`(0, \omega_1)`, at
+the root :math:`\omega^*` of :math:`\pi_\tau'`, and
+
+.. math::
+    \gamma^* = \frac{\beta\cos\tau\omega^* - \cos(\tau+1)\omega^*}{p^*} - \frac12,
+    \qquad c^* = \frac{p^*}{1-\beta}.
+
+τ = 1 gives :math:`\gamma^* = 2\beta/(2-\beta)^2`, :math:`c^* = (2-\beta)^2/(4(1-\beta))`.
+:func:`critical_p` (the root locus of one γ) is the numeric check ``verify/`` runs against it.
 
 This module is the product's own, dependency-light implementation (numpy only); ``verify/``
-checks that it agrees with ``theory.stability``.
+checks that it agrees with ``theory.ef_gamma_closed`` and with the numeric search of
+``theory.stability``.
 """
 
 from __future__ import annotations
@@ -71,13 +81,38 @@ def critical_p(beta: float, tau: int, gamma: float) -> float:
     return best
 
 
+def _lobe_maximum(beta: float, tau: int) -> tuple[float, float]:
+    r"""(ω*, p*): the maximum of :math:`\pi_\tau(\omega) = 2\tan(\omega/2)s(\omega)`,
+    :math:`s = \sin(\tau+1)\omega - \beta\sin\tau\omega`, on its first lobe (τ ≥ 1).
+
+    :math:`\cos^2(\omega/2)\,\pi_\tau'(\omega) = g(\omega) = s(\omega) + \sin\omega\,
+    s'(\omega)`: g > 0 near 0 and g(π/(τ+1)) < 0 (there s ≤ 0 and s' < 0), and the only zero of
+    g on (0, π/(τ+1)) is ω* (one critical point per lobe, and the next lobe's would make
+    g(π/(τ+1)) > 0), so bisection on g finds it to the last bit."""
+    def g(w: float) -> float:
+        s = math.sin((tau + 1) * w) - beta * math.sin(tau * w)
+        ds = (tau + 1) * math.cos((tau + 1) * w) - beta * tau * math.cos(tau * w)
+        return s + math.sin(w) * ds
+
+    lo, hi = 0.0, math.pi / (tau + 1)
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if mid in (lo, hi):
+            break
+        if g(mid) > 0.0:
+            lo = mid
+        else:
+            hi = mid
+    w = 0.5 * (lo + hi)
+    return w, 2.0 * math.tan(0.5 * w) * (math.sin((tau + 1) * w) - beta * math.sin(tau * w))
+
+
 @lru_cache(maxsize=256)
 def optimal_ef_gamma(beta: float, tau: int) -> float:
-    r"""γ*(β, τ) = argmax over γ ≥ 0 of the critical step c*(β, τ, γ) of EF(γ).
-
-    τ = 1: :math:`\gamma^* = 2\beta/(2-\beta)^2` (exact). τ ≥ 2: grid over [0, 3τ + 3] then
-    golden section on the bracket of the best grid point (∣Δγ∣ < 1e-9). τ = 0: 0.0 (a
-    synchronous group is never corrected)."""
+    r"""γ*(β, τ) = argmax over γ of the critical step c*(β, τ, γ) of EF(γ), in closed form:
+    :math:`\gamma^* = (\beta\cos\tau\omega^* - \cos(\tau+1)\omega^*)/p^* - 1/2` at the
+    first-lobe maximum (ω*, p*) of :math:`\pi_\tau` (see the module docstring). τ = 1:
+    :math:`2\beta/(2-\beta)^2`. τ = 0: 0.0 (a synchronous group is never corrected)."""
     if isinstance(tau, bool) or not isinstance(tau, (int, np.integer)) or tau < 0:
         raise ValueError(f"tau must be an integer delay >= 0, got {tau!r}")
     b = float(beta)
@@ -87,26 +122,18 @@ def optimal_ef_gamma(beta: float, tau: int) -> float:
         return 0.0
     if tau == 1:
         return 2.0 * b / (2.0 - b) ** 2
-    hi = 3.0 * tau + 3.0
-    grid = np.linspace(0.0, hi, 301)
-    vals = [critical_p(b, tau, g) for g in grid]
-    i = int(np.argmax(vals))
-    lo_g, hi_g = grid[max(0, i - 1)], grid[min(len(grid) - 1, i + 1)]
-    invphi = (math.sqrt(5.0) - 1.0) / 2.0
-    a, d = lo_g, hi_g
-    b1, c1 = d - invphi * (d - a), a + invphi * (d - a)
-    fb, fc = critical_p(b, tau, b1), critical_p(b, tau, c1)
-    while d - a > 1e-9:
-        if fb >= fc:
-            d, c1, fc = c1, b1, fb
-            b1 = d - invphi * (d - a)
-            fb = critical_p(b, tau, b1)
-        else:
-            a, b1, fb = b1, c1, fc
-            c1 = a + invphi * (d - a)
-            fc = critical_p(b, tau, c1)
-    g = 0.5 * (a + d)
-    return float(g) if critical_p(b, tau, g) >= vals[i] else float(grid[i])
+    w, pstar = _lobe_maximum(b, int(tau))
+    return float((b * math.cos(tau * w) - math.cos((tau + 1) * w)) / pstar - 0.5)
+
+
+def optimal_ef_critical_step(beta: float, tau: int) -> float:
+    r"""c*(β, τ, γ*) = p*/(1−β), the critical ηh of EF(γ*) (τ ≥ 1)."""
+    if isinstance(tau, bool) or not isinstance(tau, (int, np.integer)) or tau < 1:
+        raise ValueError(f"tau must be an integer delay >= 1, got {tau!r}")
+    b = float(beta)
+    if not 0.0 <= b < 1.0:
+        raise ValueError(f"beta (momentum) must lie in [0, 1), got {beta!r}")
+    return _lobe_maximum(b, int(tau))[1] / (1.0 - b)
 
 
 def group_beta(group: dict) -> tuple[float, bool]:
@@ -172,4 +199,5 @@ def resolve_ef_gamma(ef_gamma, groups: Sequence[dict], delays: Sequence[int]) ->
     return tuple(float(v) for v in vals)
 
 
-__all__ = ["AUTO", "critical_p", "group_beta", "optimal_ef_gamma", "resolve_ef_gamma"]
+__all__ = ["AUTO", "critical_p", "group_beta", "optimal_ef_critical_step", "optimal_ef_gamma",
+           "resolve_ef_gamma"]

@@ -160,6 +160,9 @@ class Evaluation:
     windows: int  # windows evaluated
     tokens: int  # tokens scored (windows × seq_len)
     full: bool  # the whole split was read
+    # with ``full``: the loss of the sample the run validated on before, on the same weights
+    # (sample − full measures the sample's error)
+    sample_loss: float | None = None
 
 
 def data_provenance(data: DataBundle) -> dict:
@@ -224,19 +227,39 @@ def summarize_evaluation(losses: list[float], batches: list[ValBatch], data: Dat
     return Evaluation(loss, by_source, by_kind, n, n * seq_len, full)
 
 
+def evaluation_plans(data: DataBundle, cfg: Config, final: bool, multiple: int
+                     ) -> tuple[list[ValBatch], list[ValBatch]]:
+    """(the batches of the validation, the sample's batches scored beside it): the second is
+    non-empty only for a final validation over the whole split."""
+    plan = validation_set(data, cfg, final, multiple)
+    full = final and cfg.train.final_eval == "full"
+    return plan, (validation_set(data, cfg, False, multiple) if full else [])
+
+
+def combine_evaluation(losses: list[float], plan: list[ValBatch], sample: list[ValBatch],
+                       data: DataBundle, cfg: Config, final: bool) -> Evaluation:
+    """The :class:`Evaluation` of ``plan`` + ``sample`` scored together (``losses`` in that
+    order)."""
+    full = final and cfg.train.final_eval == "full"
+    ev = summarize_evaluation(losses[:len(plan)], plan, data, cfg.data.seq_len, full)
+    if sample:
+        s = summarize_evaluation(losses[len(plan):], sample, data, cfg.data.seq_len, False)
+        ev = dataclasses.replace(ev, sample_loss=s.loss)
+    return ev
+
+
 @torch.no_grad()
 def evaluate(loss_of, data: DataBundle, cfg: Config, final: bool, device,
              multiple: int = 1) -> Evaluation:
     """Validation loss over :func:`validation_set`; ``loss_of(x, y)`` returns the mean loss of
     one batch (kept on the device, fetched once)."""
-    batches = validation_set(data, cfg, final, multiple)
+    plan, sample = evaluation_plans(data, cfg, final, multiple)
     losses = []
-    for b in batches:
+    for b in plan + sample:
         x, y = data.val.batch(b.indices)
         losses.append(loss_of(x.to(device), y.to(device)).double())
     values = torch.stack(losses).tolist() if losses else []
-    return summarize_evaluation(values, batches, data, cfg.data.seq_len,
-                                final and cfg.train.final_eval == "full")
+    return combine_evaluation(values, plan, sample, data, cfg, final)
 
 
 def peak_memory_mb(device: torch.device) -> float:

@@ -51,10 +51,11 @@ from .components import (
     apply_lr,
     autocast_context,
     build_stage_optimizer,
+    combine_evaluation,
+    evaluation_plans,
     lm_loss,
     lr_at,
     prepare_run,
-    summarize_evaluation,
     validation_set,
 )
 from .config import Config, ConfigError
@@ -240,7 +241,7 @@ class PipelineBackend:
             # the prefix set drops a last batch the microbatches cannot split (as it always
             # did); the spread and full sets are cut to a multiple of m by construction
             self.val = validation_set(self.data, cfg, False, m)
-            self.val_final = validation_set(self.data, cfg, True, m)
+            self.val_final = evaluation_plans(self.data, cfg, True, m)
         self.has_validation = bool(self.val)
         return start
 
@@ -308,14 +309,13 @@ class PipelineBackend:
     def evaluate(self, final: bool) -> Evaluation:
         ex = self.ex
         version = None if final else ex.version_for_step(ex.next_step)
-        plan = self.val_final if final else self.val
+        plan, sample = self.val_final if final else (self.val, [])
         batches = []
-        for b in plan:
+        for b in plan + sample:
             x, y = self.data.val.batch(b.indices)
             batches.append((x.to(self.device), y.to(self.device)))
         losses = ex.evaluate(batches, version=version)
-        return summarize_evaluation(losses, plan, self.data, self.cfg.data.seq_len,
-                                    final and self.cfg.train.final_eval == "full")
+        return combine_evaluation(losses, plan, sample, self.data, self.cfg, final)
 
     def save(self, step: int, config: dict) -> None:
         cfg = self.cfg

@@ -369,7 +369,7 @@ class Trainer:
         if ev is not None:
             summary.update(final_val_loss_by_source=ev.by_source, final_val_loss_by_kind=ev.by_kind,
                            final_val_windows=ev.windows, final_val_tokens=ev.tokens,
-                           final_val_full_split=ev.full)
+                           final_val_full_split=ev.full, final_val_loss_sample=ev.sample_loss)
         (cfg.run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
         r.export = be.export()
         if cfg.log.plot:
