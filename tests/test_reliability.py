@@ -419,3 +419,127 @@ def test_cache_location_is_documented_and_configurable(monkeypatch, tmp_path):
     monkeypatch.setenv("ASYNCPP_CACHE", str(tmp_path / "c"))
     assert cache_dir() == tmp_path / "c"
     assert cache_dir(str(tmp_path / "d")) == tmp_path / "d"
+
+
+# -- 7. messages, retention, resume fallback ------------------------------------------------------
+class _Recorder:
+    def __init__(self):
+        self.writes = []
+
+    def write(self, text):
+        self.writes.append(text)
+
+    def flush(self):
+        pass
+
+
+def test_each_message_is_written_whole_in_one_call():
+    from asyncpp.train.cli import say
+
+    rec = _Recorder()
+    say("rank 1: interrupted; exit status 143", rec)
+    say("error: two keys differ:\n  a: rank 0 has 1, rank 1 has 2", rec)
+    assert rec.writes == [
+        "asyncpp-train: rank 1: interrupted; exit status 143\n",
+        "asyncpp-train: error: two keys differ:\nasyncpp-train:   a: rank 0 has 1, rank 1 has 2\n"]
+
+
+WRITER = """
+import sys
+from asyncpp.train.cli import say
+for i in range(int(sys.argv[2])):
+    say(f"rank {sys.argv[1]}: message {i} " + "x" * 150)
+"""
+
+
+def test_two_processes_writing_to_one_unbuffered_stream_never_share_a_line(tmp_path):
+    """The situation under torchrun: two ranks, one inherited output file, unbuffered. Each
+    message is one write(2) of whole lines, so no line holds parts of two messages."""
+    n = 3000
+    with open(tmp_path / "out", "w") as f:
+        procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(r), str(n)], stdout=f,
+                                  stderr=subprocess.STDOUT, env={**os.environ,
+                                                                 "PYTHONUNBUFFERED": "1"})
+                 for r in range(2)]
+        assert [p.wait(timeout=120) for p in procs] == [0, 0]
+    lines = (tmp_path / "out").read_text().splitlines()
+    expected = {f"asyncpp-train: rank {r}: message {i} " + "x" * 150
+                for r in range(2) for i in range(n)}
+    assert len(lines) == 2 * n and set(lines) == expected
+
+
+def test_rank_differences_name_every_rank_value_once_per_key():
+    from asyncpp.train.config import rank_differences
+
+    a = {"run": {"dir": "a", "seed": 0}, "optimizer": {"lr": 0.1}}
+    b = {"run": {"dir": "b", "seed": 0}, "optimizer": {"lr": 0.1}}
+    c = {"run": {"dir": "a", "seed": 0}, "optimizer": {"lr": 0.1, "extra": True}}
+    assert rank_differences([a, a]) == []
+    assert rank_differences([a, b, a, c]) == [
+        "optimizer.extra: ranks 0, 1, 2 have (unset), rank 3 has True",
+        "run.dir: ranks 0, 2, 3 have 'a', rank 1 has 'b'"]
+
+
+def test_saving_a_step_twice_counts_it_once(tmp_path):
+    run = tmp_path / "run"
+    for step in (3, 6, 6):  # the cadence's step 6 and the final checkpoint of step 6
+        ckpt_io.save_checkpoint(run, {"step": step, "model": {"w": torch.zeros(2)}}, keep=2)
+    assert [s for s, _ in ckpt_io.list_checkpoints(run)] == [3, 6]
+    ckpt_io.save_checkpoint(run, {"step": 9, "model": {"w": torch.zeros(2)}}, keep=2)
+    assert [s for s, _ in ckpt_io.list_checkpoints(run)] == [6, 9]
+
+
+@pytest.mark.parametrize("steps,every,keep,kept", [(6, 3, 2, [3, 6]), (6, 3, 1, [6]),
+                                                   (7, 3, 2, [6, 7]), (6, 2, 3, [2, 4, 6])])
+def test_a_run_keeps_exactly_keep_checkpoints(tmp_path, cache, steps, every, keep, kept,
+                                              monkeypatch, capsys):
+    code, _, err = _main(["--run.dir", "run", "--train.steps", str(steps),
+                          "--train.checkpoint_every", str(every), "--train.keep_checkpoints",
+                          str(keep), *COMMON], tmp_path, cache, monkeypatch, capsys)
+    assert code == 0, err
+    assert [s for s, _ in ckpt_io.list_checkpoints(tmp_path / "run")] == kept
+
+
+def test_resume_skips_a_damaged_newest_checkpoint_and_says_so(tmp_path, cache, monkeypatch,
+                                                              capsys):
+    """Checkpoints at steps 2, 4, 6; step 6 gets one flipped bit (and step 4 is fine): the
+    resumed run names the skipped file and why in one line, continues from step 4 exactly as
+    the uninterrupted run did, and leaves the damaged file as it was."""
+    args = ["--train.steps", "8", "--train.checkpoint_every", "2", "--train.keep_checkpoints",
+            "3", *COMMON]
+    code, _, err = _main(["--run.dir", "full", *args], tmp_path, cache, monkeypatch, capsys)
+    assert code == 0, err
+    code, _, err = _main(["--run.dir", "run", *args, "--train.stop_after", "6"], tmp_path, cache,
+                         monkeypatch, capsys)
+    assert code == 0, err
+    damaged = tmp_path / "run" / "checkpoints" / "step-00000006.pt"
+    _damage(damaged, "flipped", tmp_path / "unused")
+    before = damaged.read_bytes()
+    code, _, err = _main(["--run.dir", "run", "--resume", "--train.stop_after", "1"], tmp_path,
+                         cache, monkeypatch, capsys)
+    assert code == 0, err
+    notes = [ln for ln in err.splitlines() if "skipped" in ln]
+    assert notes == ["asyncpp-train: skipped step-00000006.pt: fails its checksum; it is "
+                     "truncated or corrupt; resuming from step-00000004.pt"], err
+    assert "resumed from step 4" in err and "Traceback" not in err
+    assert damaged.read_bytes() == before  # never deleted nor rewritten by the fallback
+    assert losses(tmp_path / "run") == losses(tmp_path / "full")[:5]  # exact continuation
+
+
+def test_resume_with_every_checkpoint_damaged_names_each(tmp_path, cache, stopped_run,
+                                                         monkeypatch, capsys):
+    run = tmp_path / "run"
+    shutil.copytree(stopped_run, run)
+    (step, path), = ckpt_io.list_checkpoints(run)
+    older = path.with_name("step-00000001.pt")
+    shutil.copyfile(path, older)
+    _damage(path, "truncated", tmp_path / "unused")
+    _damage(older, "flipped", tmp_path / "unused")
+    before = snapshot(tmp_path)
+    code, _, err = _main(["--run.dir", "run", "--resume"], tmp_path, cache, monkeypatch, capsys)
+    assert code == 2, err
+    line = err.strip().splitlines()[-1]
+    assert line.startswith("asyncpp-train: error: no checkpoint can be resumed: "), line
+    assert "step-00000002.pt: cannot be read" in line and "step-00000001.pt: fails its " \
+        "checksum" in line, line
+    assert "Traceback" not in err and snapshot(tmp_path) == before

@@ -240,3 +240,34 @@ def test_sigterm_stops_every_rank_at_one_step_and_resume_is_bit_identical(tmp_pa
     assert [r["step"] for r in b] == list(range(1, 25))
     for key in ("train_loss", "grad_norm", "val_loss"):
         assert [r.get(key) for r in a] == [r.get(key) for r in b], key  # bit-identical
+
+
+# -- a configuration that differs across ranks ------------------------------------------------
+def test_ranks_launched_with_different_configurations_stop_with_one_line_per_key(tmp_path,
+                                                                                  cache):
+    """Two ranks started the way torchrun starts them (as the nodes of ``torchrun --nnodes 2``
+    would be, each with its own command line) with a different ``--run.dir`` and
+    ``--optimizer.lr``: every rank exits 2 before anything is written; rank 0 prints one line
+    per differing key naming both ranks' values; no traceback, no configuration dict."""
+    from asyncpp.pipeline.launch import run_ranks
+
+    base = [sys.executable, "-m", "asyncpp.train.cli", *ARGS[:ARGS.index("--train.steps")],
+            "--train.steps", "4"]
+    runs = {r: tmp_path / f"node{r}" / "run" for r in range(2)}
+    codes = run_ranks(base, 2, tmp_path / "logs", deadline=120,
+                      env={**os.environ, "ASYNCPP_CACHE": str(cache)},
+                      rank_args={r: ["--run.dir", str(runs[r]), "--optimizer.lr", lr]
+                                 for r, lr in ((0, "0.001"), (1, "0.002"))})
+    out = [(tmp_path / "logs" / f"log{r}.txt").read_text() for r in range(2)]
+    assert codes == [2, 2], out
+    assert all("Traceback" not in o for o in out), out
+    lines = out[0].strip().splitlines()
+    assert lines[0] == ("asyncpp-train: error: the configuration differs across ranks in 2 keys; "
+                        "launch every rank with the same configuration file and options:"), lines
+    assert lines[1:] == [
+        "asyncpp-train:   optimizer.lr: rank 0 has 0.001, rank 1 has 0.002",
+        f"asyncpp-train:   run.dir: rank 0 has {str(runs[0])!r}, rank 1 has {str(runs[1])!r}"]
+    assert out[1].strip().splitlines() == [
+        "asyncpp-train: error: rank 1: the configuration differs from rank 0's (rank 0 lists "
+        "the keys)"]
+    assert not any(r.parent.exists() for r in runs.values())  # nothing written

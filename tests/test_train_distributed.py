@@ -152,6 +152,37 @@ def test_resume_continues_bit_identically(runs):
     assert summaries[0]["drift_ratio_mean"] == summaries[1]["drift_ratio_mean"]
 
 
+@pytest.mark.multiprocess
+def test_resume_skips_a_checkpoint_with_a_damaged_shard(runs, tmp_path):
+    """Step 6's shard of rank 1 has one flipped bit: both ranks agree to resume from step 3,
+    rank 0 says which checkpoint was skipped, on which rank, and why, in one line; the steps
+    redone equal the uninterrupted run's bit for bit, and the run keeps exactly
+    ``train.keep_checkpoints`` = 2 checkpoints."""
+    root = runs["root"]
+    run = tmp_path / "run"
+    shutil.copytree(root / "dist", run)
+    shard = run / "checkpoints" / "step-00000006.shards" / "rank-00001.pt"
+    data = shard.read_bytes()
+    i = len(data) // 2
+    shard.write_bytes(data[:i] + bytes([data[i] ^ 0xFF]) + data[i + 1:])
+    out = launch([*ARGS, "--run.dir", str(run), "--resume"], 2, tmp_path / "logs",
+                 root / "cache")
+    for r, (rc, text) in enumerate(out):
+        assert rc == 0, f"rank {r} failed:\n{text[-3000:]}"
+        assert "Traceback" not in text
+    notes = [ln for ln in out[0][1].splitlines() if "skipped" in ln]
+    assert notes == ["asyncpp-train: skipped step-00000006.pt: on rank 1, rank-00001.pt fails "
+                     "its checksum; it is truncated or corrupt; resuming from "
+                     "step-00000003.pt"], out[0][1]
+    assert "resumed from step 3" in out[0][1]
+    full, redone = records(root / "dist"), records(run)
+    assert [r["step"] for r in redone] == [1, 2, 3, 4, 5, 6]
+    for a, b in zip(full, redone, strict=True):
+        assert (a["train_loss"], a.get("val_loss")) == (b["train_loss"], b.get("val_loss"))
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == [
+        "step-00000003.pt", "step-00000003.shards", "step-00000006.pt", "step-00000006.shards"]
+
+
 def _cfg(**sections):
     d = {"model": {"name": "tiny"}, "train": {"batch_size": 4},
          "pipeline": {"schedule": "2bw", "stages": 2, "microbatches": 2}}

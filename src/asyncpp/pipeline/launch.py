@@ -36,11 +36,14 @@ def run_ranks(
     deadline: float,
     env: Mapping[str, str] | None = None,
     log_name: str = "log{rank}.txt",
+    rank_args: Mapping[int, Sequence[str]] | None = None,
 ) -> list[int]:
     """Run ``cmd`` as ranks ``0..nprocs-1``; return their exit codes.
 
-    Logs go to ``logdir / log_name.format(rank=r)``. Raises :class:`RankTimeout` (after killing
-    every rank) if any rank is still running ``deadline`` seconds after the start.
+    Logs go to ``logdir / log_name.format(rank=r)``. ``rank_args[r]`` is appended to rank r's
+    command (ranks launched with different options, as nodes of a multi-node launch can be).
+    Raises :class:`RankTimeout` (after killing every rank) if any rank is still running
+    ``deadline`` seconds after the start.
     """
     logdir = Path(logdir)
     logdir.mkdir(parents=True, exist_ok=True)
@@ -54,7 +57,8 @@ def run_ranks(
             log = open(logdir / log_name.format(rank=r), "w")
             logs.append(log)
             procs.append(subprocess.Popen(
-                list(cmd), env=dict(base, RANK=str(r), LOCAL_RANK=str(r)),
+                [*cmd, *(rank_args or {}).get(r, ())],
+                env=dict(base, RANK=str(r), LOCAL_RANK=str(r)),
                 stdout=log, stderr=subprocess.STDOUT))
         end = time.time() + deadline
         try:

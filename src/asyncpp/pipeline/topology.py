@@ -5,13 +5,20 @@ Without a ``DeviceMesh`` the world of ``dp · P`` ranks is laid out stage-fastes
 in the same order: one pipeline group per replica, one data-parallel group per stage, one
 tied-weights group {first, last stage} per replica, and one group of all ranks, each with the
 executor's timeout.
+
+Set-up collectives (joining the process group, the start-up checks, creating the groups) are
+bounded like the executor's step waits: a peer that is gone or silent past the timeout ends the
+set-up with one :class:`~asyncpp.pipeline.PipelineError` naming this rank, the phase and the
+ranks it waited for (:func:`setup_phase`), not a backend's raw "Connection closed by peer".
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import logging
 import os
+import re
 from dataclasses import dataclass
 
 import torch
@@ -47,8 +54,60 @@ def init_distributed(device: str | torch.device | None = None,
             )
         backend = "nccl" if dev.type == "cuda" else "gloo"
         kwargs = {"device_id": dev} if dev.type == "cuda" else {}
-        dist.init_process_group(backend, timeout=_timeout(timeout), **kwargs)
+        with setup_phase("joining the process group", timeout):
+            dist.init_process_group(backend, timeout=_timeout(timeout), **kwargs)
     return dev
+
+
+def _peers(group=None) -> list[int]:
+    """The global ranks of ``group`` (default: the world) other than this one."""
+    if not dist.is_initialized():
+        world = int(os.environ.get("WORLD_SIZE", "1"))
+        me = int(os.environ.get("RANK", "0"))
+        return [r for r in range(world) if r != me]
+    me = dist.get_rank()
+    ranks = (dist.get_process_group_ranks(group) if group is not None
+             else range(dist.get_world_size()))
+    return [r for r in ranks if r != me]
+
+
+def setup_error(what: str, timeout: float, error: BaseException, group=None):
+    """The :class:`~asyncpp.pipeline.PipelineError` of a set-up collective that failed:
+    ``rank R: <what> did not complete within the T s timeout (waiting for rank(s) ...)`` or
+    ``... failed: a peer is gone (waiting for ...)``, with the backend's first line."""
+    from . import PipelineError  # the executor's error class (imported late: no cycle)
+
+    me = dist.get_rank() if dist.is_initialized() else int(os.environ.get("RANK", "0"))
+    peers = _peers(group)
+    whom = (f"rank {peers[0]}" if len(peers) == 1 else f"ranks {peers}") if peers else "peers"
+    text = str(error).strip()
+    first = next((ln.strip() for ln in text.splitlines() if ln.strip()), type(error).__name__)
+    first = re.sub(r"^\[[^\]]*\]\s*", "", first)  # gloo's "[.../pair.cc:553] " source tag
+    first = first.split(". ")[0].rstrip(".")[:160]
+    low = text.lower()
+    if "timed out" in low or "timeout" in low or "time out" in low:
+        how = f"did not complete within the {timeout:g} s timeout (run.peer_timeout_s)"
+    else:
+        how = "failed: the peer is gone or broke the connection"
+    return PipelineError(f"rank {me}: {what} {how}, waiting for {whom} ({first}); check that "
+                         "rank's output, then relaunch every rank")
+
+
+@contextlib.contextmanager
+def setup_phase(what: str, timeout: float, group=None):
+    """Run a set-up collective (its wait is bounded by the process group's timeout, which
+    :func:`init_distributed` sets to ``timeout``): a backend error inside becomes
+    :func:`setup_error`'s one-line :class:`~asyncpp.pipeline.PipelineError`."""
+    try:
+        yield
+    except dist.DistError as e:
+        raise setup_error(what, timeout, e, group) from None
+    except RuntimeError as e:  # some gloo/TCPStore failures are plain RuntimeErrors
+        low = str(e).lower()
+        if not any(k in low for k in ("gloo", "nccl", "connection", "socket", "store",
+                                      "timed out", "timeout", "peer")):
+            raise
+        raise setup_error(what, timeout, e, group) from None
 
 
 @dataclass

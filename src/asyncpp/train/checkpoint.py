@@ -5,6 +5,11 @@ A checkpoint is one file ``checkpoints/step-NNNNNNNN.pt`` holding a dict of tens
 containers: ``format``, ``step``, ``config`` (the resolved config as a dict), ``model``,
 ``optimizers`` (one ``DelayedOptimizer.state_dict()`` per stage: wrapped optimizer state,
 pending gradient queue, EF memory, step counter), ``sampler`` (data position), ``rng``.
+
+Retention: after writing step t the newest ``keep`` distinct steps on disk are kept (step t
+among them, counted once however often it is written). Resuming reads the newest checkpoint
+that loads and passes its checksum (:func:`load_newest_valid`); a damaged newer one is skipped
+with a note naming it and why, and left on disk.
 """
 
 from __future__ import annotations
@@ -44,9 +49,19 @@ def save_checkpoint(run_dir: str | os.PathLike, payload: dict, keep: int = 2) ->
     body = {"format": FORMAT, **payload}
     body["digest"] = payload_digest(body)
     atomic_write(path, lambda f: torch.save(body, f))
-    for _, old in list_checkpoints(run_dir)[:-keep]:
+    for old in stale_checkpoints(run_dir, keep):
         old.unlink(missing_ok=True)
     return path
+
+
+def stale_checkpoints(run_dir: str | os.PathLike, keep: int) -> list[Path]:
+    """The checkpoints beyond the newest ``keep`` distinct steps (oldest first): what
+    :func:`save_checkpoint` deletes."""
+    if not isinstance(keep, int) or keep < 1:
+        raise ValueError(f"keep must be a positive integer, got {keep!r}")
+    by_step: dict[int, Path] = dict(list_checkpoints(run_dir))
+    steps = sorted(by_step)
+    return [by_step[s] for s in steps[:max(len(steps) - keep, 0)]]
 
 
 def estimate_run_bytes(num_params: int, keep: int) -> int:
@@ -89,14 +104,48 @@ def load_checkpoint(path: str | os.PathLike) -> dict:
     except Exception as e:
         first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
         raise ValueError(f"checkpoint {str(path)!r} cannot be read ({first}); it is truncated or "
-                         "corrupt — delete it to resume from the previous one") from None
+                         "corrupt") from None
     if not isinstance(ckpt, dict) or ckpt.get("format") != FORMAT:
         raise ValueError(f"{str(path)!r} is not an asyncpp checkpoint (format {FORMAT})")
     digest = ckpt.pop("digest", None)  # absent only in checkpoints older than the checksum
     if digest is not None and digest != payload_digest(ckpt):
         raise ValueError(f"checkpoint {str(path)!r} fails its checksum; it is truncated or "
-                         "corrupt — delete it to resume from the previous one")
+                         "corrupt")
     return ckpt
+
+
+def load_newest_valid(run_dir: str | os.PathLike, accept=None) -> tuple[dict, list[str]]:
+    """The newest checkpoint of ``run_dir`` that :func:`load_checkpoint` reads (and that
+    ``accept(step, ckpt)`` does not refuse by raising ``ValueError``), with one note per newer
+    checkpoint skipped: ``"skipped <file>: <why>; resuming from <file>"``. Nothing is deleted.
+    ``ValueError`` naming every file and its fault if none is usable, or if there is none."""
+    found = list_checkpoints(run_dir)
+    if not found:
+        raise ValueError(f"no checkpoint in {str(checkpoint_dir(run_dir))!r}")
+    faults: list[tuple[Path, str]] = []
+    for step, path in reversed(found):
+        try:
+            ckpt = load_checkpoint(path)
+            if accept is not None:
+                accept(step, ckpt)
+        except ValueError as e:
+            faults.append((path, str(e)))
+            continue
+        notes = [f"skipped {p.name}: {fault_text(why, p)}; resuming from {path.name}"
+                 for p, why in faults]
+        return ckpt, notes
+    if len(faults) == 1:
+        raise ValueError(faults[0][1])
+    raise ValueError("no checkpoint can be resumed: " + "; ".join(
+        f"{p.name}: {fault_text(why, p)}" for p, why in faults))
+
+
+def fault_text(message: str, path: Path) -> str:
+    """A fault message without the path it starts with (the note names the file)."""
+    for lead in (f"checkpoint {str(path)!r} ", f"{str(path)!r} "):
+        if message.startswith(lead):
+            return message[len(lead):]
+    return message
 
 
 def payload_digest(obj) -> str:

@@ -78,8 +78,22 @@ def build_parser() -> _Parser:
     return ap
 
 
+def say(text: str, stream=None) -> None:
+    """Write ``asyncpp-train: <text>`` to ``stream`` (stderr) as whole lines in one write call.
+
+    Under ``torchrun`` every rank writes to the same terminal or file; ``print`` writes the text
+    and its newline separately (two system calls when output is unbuffered, as torchrun's
+    ``PYTHONUNBUFFERED`` makes it), so two ranks' messages could join on one line. One write of
+    newline-terminated text is one system call, which the kernel does not interleave with
+    another process's write to the same file."""
+    stream = sys.stderr if stream is None else stream
+    lines = text.splitlines() or [""]
+    stream.write("".join(f"{PROG}: {ln}\n" for ln in lines))
+    stream.flush()
+
+
 def _fail(message: str) -> int:
-    print(f"{PROG}: error: {message}", file=sys.stderr)
+    say(f"error: {message}")
     return 2
 
 
@@ -148,8 +162,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args.resume and restarts.isdigit() and int(restarts) > 0 \
             and ckpt_io.list_checkpoints(cfg.run_dir):
         # torchrun --max-restarts=N relaunches failed workers with the same arguments.
-        print(f"{PROG}: torchrun restart {restarts}: resuming from the latest checkpoint in "
-              f"{cfg.run_dir}", file=sys.stderr)
+        say(f"torchrun restart {restarts}: resuming from the latest checkpoint in "
+            f"{cfg.run_dir}")
         args.resume = True
 
     t0 = time.perf_counter()
@@ -170,16 +184,15 @@ def main(argv: list[str] | None = None) -> int:
         except ConfigError as e:
             return _fail(str(e))
         except PipelineError as e:  # a peer died or stalled past run.peer_timeout_s
-            print(f"{PROG}: error: {e}", file=sys.stderr)
+            say(f"error: {e}")
             return 1
         finally:
             if bar["bar"] is not None:
                 bar["bar"].close()
         code = result.exit_code
         if code > 128:  # every rank stopped at the same step boundary (SIGTERM/SIGINT)
-            print(f"{PROG}: rank {rank}: interrupted; checkpoint written at step "
-                  f"{result.steps_done} (continue with --resume --run.dir {cfg.run_dir}); exit "
-                  f"status {code}", file=sys.stderr)
+            say(f"rank {rank}: interrupted; checkpoint written at step {result.steps_done} "
+                f"(continue with --resume --run.dir {cfg.run_dir}); exit status {code}")
             return code
         if rank == 0 and code == 0:
             _report(cfg, result, time.perf_counter() - t0)
@@ -194,7 +207,9 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as e:  # e.g. an unwritable cache folder
         return _fail(f"{e.strerror or e}: {e.filename!r}; check data.path, data.cache_dir / "
                      "$ASYNCPP_CACHE and run.dir")
-    data, _, device = prepared
+    data, ckpt, device = prepared
+    for note in (ckpt or {}).pop("skipped", None) or []:
+        say(note)
     mc = cfg.model_config()
     print(f"{PROG}: {data.description}", file=sys.stderr)
     print(f"{PROG}: model {mc.name} ({mc.num_params() / 1e6:.2f}M params), optimizer "

@@ -584,3 +584,26 @@ def field_help() -> dict[str, list[tuple]]:
                          f.metadata.get("choices")))
         out[sname] = rows
     return out
+
+
+def rank_differences(per_rank: list[dict]) -> list[str]:
+    """One line per configuration key whose value differs across ranks, naming each rank's
+    value: ``run.dir: rank 0 has 'a', rank 1 has 'b'`` (ranks with equal values grouped,
+    ``ranks 0, 2 have 'a'``; a key missing on a rank shows as ``(unset)``). ``per_rank[r]`` is
+    rank r's ``Config.to_dict()``; keys are ``section.key`` in sorted order."""
+    flat = [{f"{s}.{k}": v for s, body in d.items() for k, v in body.items()} for d in per_rank]
+    keys = sorted(set().union(*flat)) if flat else []
+    missing = object()
+    lines = []
+    for key in keys:
+        values = [f.get(key, missing) for f in flat]
+        if all(v == values[0] for v in values):
+            continue
+        groups: dict[str, list[int]] = {}
+        for r, v in enumerate(values):
+            groups.setdefault("(unset)" if v is missing else repr(v), []).append(r)
+        parts = [(f"rank {rs[0]} has" if len(rs) == 1 else
+                  f"ranks {', '.join(map(str, rs))} have") + f" {shown}"
+                 for shown, rs in groups.items()]
+        lines.append(f"{key}: {', '.join(parts)}")
+    return lines

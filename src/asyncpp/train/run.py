@@ -1,7 +1,16 @@
 r"""Entry points of a training run: :func:`train` (one process,
 :class:`~asyncpp.train.simulation.SimulationBackend`) and :func:`train_distributed` (one rank of a
 ``torchrun`` launch, :class:`~asyncpp.train.pipelined.PipelineBackend`), both driving the one
-:class:`~asyncpp.train.trainer.Trainer`."""
+:class:`~asyncpp.train.trainer.Trainer`.
+
+Start-up of a rank, in order: join the process group; compare the resolved configuration of
+every rank (a difference stops every rank with one line per differing key,
+:func:`~asyncpp.train.config.rank_differences`); prepare the data; on resume, pick the newest
+checkpoint whose manifest and every rank's shard pass their checksums (a newer damaged one is
+skipped with a note, never deleted); build the stage. A peer that dies or stalls in any of
+these collectives ends the set-up with one line naming the phase and the peer
+(:func:`~asyncpp.pipeline.topology.setup_phase`).
+"""
 
 from __future__ import annotations
 
@@ -66,18 +75,103 @@ def train_distributed(cfg: Config, *, resume: bool = False,
         device = init_distributed(resolve_device(cfg.run.device), timeout=cfg.run.peer_timeout_s)
     except ValueError as e:  # an incomplete torchrun environment
         raise ConfigError(str(e)) from None
+    from ..pipeline.topology import setup_error, setup_phase
+
     stop = {"signal": None}
+    timeout = cfg.run.peer_timeout_s
     try:
         with _signals(stop):
-            data, manifest = prepare_distributed(cfg, resume)
-            if dist.get_rank() != 0:
+            with setup_phase("the start-up configuration check", timeout):
+                check_same_config(cfg)
+            with setup_phase("the start-up data preparation", timeout):
+                data, manifest = prepare_distributed(cfg, resume)
+            notes: list[str] = []
+            if manifest is not None:
+                notes = list(manifest.pop("skipped", None) or [])
+                with setup_phase("the start-up checkpoint check", timeout):
+                    manifest = complete_checkpoint(cfg, manifest, notes)
+            if dist.get_rank() != 0 or hooks is None:
                 hooks = Hooks()
+            for note in notes:
+                hooks.on_message(note)
+            phase = {"setup": True}
+            user_start = hooks.on_start
+
+            def on_start(start, total):  # set-up (groups, start-up checks) is over
+                phase["setup"] = False
+                user_start(start, total)
+
+            hooks = dataclasses.replace(hooks, on_start=on_start)
             backend = PipelineBackend(cfg, data, device, stop)
             trainer = Trainer(cfg, backend, hooks=hooks, manifest=manifest, data=data)
             try:
                 return trainer.run(resume=resume)
             except TrainingError:
                 return dataclasses.replace(trainer.result, exit_code=1)
+            except dist.DistError as e:
+                if not phase["setup"]:
+                    raise
+                raise setup_error("the pipeline set-up", timeout, e) from None
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()
+
+
+def check_same_config(cfg: Config) -> None:
+    """Collective: ``ConfigError`` on every rank unless every rank resolved the same
+    configuration; rank 0's message has one line per differing key with each rank's value."""
+    import torch.distributed as dist
+
+    from .config import rank_differences
+
+    everyone: list = [None] * dist.get_world_size()
+    dist.all_gather_object(everyone, cfg.resolved().to_dict())
+    lines = rank_differences(everyone)
+    if not lines:
+        return
+    if dist.get_rank() == 0:
+        raise ConfigError(f"the configuration differs across ranks in {len(lines)} "
+                          f"key{'s' if len(lines) > 1 else ''}; launch every rank with the same "
+                          "configuration file and options:\n" + "\n".join(f"  {ln}"
+                                                                          for ln in lines))
+    raise ConfigError(f"rank {dist.get_rank()}: the configuration differs from rank 0's (rank 0 "
+                      "lists the keys)")
+
+
+def complete_checkpoint(cfg: Config, manifest: dict, notes: list[str]) -> dict:
+    """Collective: the manifest of the newest checkpoint, at or before ``manifest``'s step,
+    whose manifest and whose shards on every rank load and pass their checksums. Each newer
+    one skipped adds a note to ``notes`` naming it, the rank and why; nothing is deleted.
+    ``ConfigError`` if none is complete."""
+    import torch.distributed as dist
+
+    from . import checkpoint as ckpt_io
+    from .pipelined import shard_dir
+
+    rank, world = dist.get_rank(), dist.get_world_size()
+    newest = int(manifest["step"])
+    found = [(s, p) for s, p in ckpt_io.list_checkpoints(cfg.run_dir) if s <= newest]
+    faults = []
+    for step, path in reversed(found):
+        mine, m = None, manifest
+        where = shard_dir(cfg.run_dir, step) / f"rank-{rank:05d}.pt"
+        try:
+            if step != newest:
+                m = ckpt_io.load_checkpoint(path)
+            shard = ckpt_io.load_checkpoint(where)
+            if int(shard["step"]) != step:
+                raise ValueError(f"{str(where)!r} holds step {shard['step']}, not {step}")
+        except (ValueError, KeyError, OSError) as e:
+            failed = where if str(where) in str(e) else path
+            mine = f"{failed.name} {ckpt_io.fault_text(str(e), failed)}"
+        everyone: list = [None] * world
+        dist.all_gather_object(everyone, mine)
+        bad = [(r, e) for r, e in enumerate(everyone) if e]
+        if not bad:
+            notes.extend(f"{f}; resuming from {path.name}" for f in faults)
+            m.pop("skipped", None)
+            return m
+        r, why = bad[0]
+        faults.append(f"skipped {path.name}: on rank {r}, {why}")
+    raise ConfigError("no checkpoint in {!r} can be resumed on every rank: {}".format(
+        str(ckpt_io.checkpoint_dir(cfg.run_dir)), "; ".join(faults)))
