@@ -185,6 +185,17 @@ TIERS: dict[str, Tier] = {
                  lr_grid={"adamw": (1e-3, 3e-3, 1e-2), "muon": (0.005, 0.01, 0.02),
                           "soap": (3e-3, 1e-2, 3e-2)},
                  table_order=("gpu",), title="GPU tier"),
+    # The compute-optimal ladder (tables_opt.py; experiments/README.md, "Compute-optimal
+    # ladder"): 20 tokens per parameter on debdocs-v1, under one epoch. Learning rates are
+    # tuned per (optimizer, mode) by table opt-lr, so lrs_file and lr_grid are unused.
+    "opt-180k": _tier("opt-180k", steps=1763, base="opt-180k.toml", deep="opt-180k.toml",
+                      seq_len=128, lrs_file=CONFIGS / "unused", lr_grid={},
+                      table_order=("opt-lr", "opt-claims", "opt-more", "opt-tokens"),
+                      title="Compute-optimal ladder, 180k parameters"),
+    "opt-580k": _tier("opt-580k", steps=5686, base="opt-580k.toml", deep="opt-580k.toml",
+                      seq_len=128, lrs_file=CONFIGS / "unused", lr_grid={},
+                      table_order=("opt-lr", "opt-claims"),
+                      title="Compute-optimal ladder, 580k parameters"),
 }
 
 

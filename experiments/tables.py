@@ -277,6 +277,7 @@ TABLES: dict[str, Table] = {t.id: t for t in (
     Table("gpu135", "GPU runbook — smollm-135m on one H200", _gpu135, (0,),
           render=_P + "section_gpu135"),
 )}
+TABLES.update({t.id: t for t in __import__("tables_opt").tables()})  # the compute-optimal ladder
 # The order of the sections of a tier's tables.md (a table shows when the tier runs it, or,
 # for a table without cells, every table it reads); gpu135 shows wherever its results exist.
 REPORT_ORDER = ("lr", "1", "2", "3", "4", "5", "6", "7", "efg", "efg-beta", "efg-depth", "nag",

@@ -1,0 +1,210 @@
+r"""The compute-optimal ladder: the paper's claims at 20 tokens per parameter on data that never
+repeats (experiments/README.md, "Compute-optimal ladder"; predictions written there first).
+
+Two tiers on the debdocs-v1 corpus (30.3M unique training tokens, sha256-pinned): ``opt-180k``
+(width 32, 4 layers, 180,512 parameters) and ``opt-580k`` (width 64, 4 layers, 582,208
+parameters; 3.2× the first), parameters counted as ``asyncpp-train`` counts them, tied
+embeddings included. Every run reads 16 × 128 tokens a step for
+:math:`S = \mathrm{round}(k N / 2048)` steps at k tokens per parameter (k = 20 unless a
+table says otherwise), under one epoch.
+
+Tables (one declaration each, :data:`TABLES`):
+
+- ``opt-lr`` — the learning rate of every (optimizer, mode), seed 0, at full length, on a
+  ×2 grid: :math:`\{c/2, c, 2c\}` around a centre ``c`` (:data:`CENTRE` on the smallest tier;
+  on a larger tier the smaller tier's choice, *the transfer rule*), extended by one point
+  beyond an edge while the best finished point sits on that edge (at most
+  :data:`MAX_EXTEND` times). Muon's AdamW side (embeddings, norms) is scaled with it.
+- ``opt-claims`` — Muon, AdamW, SOAP × sync / 2BW / 2BW + EF / 2BW + EF(γ*), three seeds,
+  each mode at its own chosen lr.
+- ``opt-more`` (smallest tier) — Adan, Lion, MARS × sync / 2BW / 2BW + EF; the Nesterov
+  correction; synchronous start and cooldown (10 % of the steps, at 2BW's lr); original
+  PipeDream at P = 4 (stage delays 3, 2, 1, 0; one update per microbatch of 8) and its
+  *equal-updates control* (batch 32 in 2 microbatches for half the steps: as many updates,
+  and tokens per update, as 2BW), both at 2BW's lr.
+- ``opt-tokens`` (smallest tier) — Muon and AdamW × sync / 2BW / 2BW + EF at 5, 10, 40 and
+  80 tokens per parameter (20 is ``opt-claims``), two seeds, at the 20-tokens lr.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import tables_cells as tc
+from tables_cells import MUON_ADAMW_LR, Cell
+
+HERE = Path(__file__).resolve().parent
+TOKENS_PER_STEP = 16 * 128
+MAIN_OPTIMIZERS = ("muon", "adamw", "soap")
+MORE_OPTIMIZERS = ("adan", "lion", "mars")
+# the synchronous lr* of the short-training tiers, the centre of the first grid
+CENTRE = {"muon": 0.02, "adamw": 0.01, "soap": 0.01, "adan": 0.01, "lion": 0.001, "mars": 0.01}
+MAX_EXTEND = 3
+OPT_MODES = {**tc.MODES, "efg": tc.GPU_MODES["efg"],
+             "nag": {**tc.MODES["async"], "delay.correction": "nesterov"}}
+# (optimizer, mode) pairs whose lr is tuned, per tier kind
+TUNED_MAIN = [(o, m) for o in MAIN_OPTIMIZERS for m in ("sync", "async", "ef", "efg")]
+TUNED_MORE = [(o, m) for o in MORE_OPTIMIZERS for m in ("sync", "async", "ef")] + [
+    ("muon", "nag"), ("adamw", "nag")]
+TOKEN_LADDER = (5, 10, 40, 80)
+SMALLEST = "opt-180k"
+
+
+def _lr_overrides(opt: str, lr: float) -> dict[str, str]:
+    out = {"optimizer.lr": repr(lr)}
+    if opt == "muon":  # the whole step: Muon's AdamW side at the same multiple of its default
+        out["optimizer.adamw_lr"] = repr(MUON_ADAMW_LR * lr / CENTRE["muon"])
+    return out
+
+
+def _cell(tier, name: str, opt: str, overrides: dict) -> Cell:
+    return Cell(name, tier.base, opt, {"optimizer.name": opt, **overrides})
+
+
+def lr_cell_name(opt: str, mode: str, lr: float) -> str:
+    return f"lr-{opt}-{mode}-{lr:g}"
+
+
+def _val(tier, name: str, seed: int = 0) -> float | None:
+    """Final val loss of a finished run (+inf when diverged); None when not run yet."""
+    p = tc.result_path(tier.results, name, seed)
+    if not p.is_file():
+        return None
+    v = json.loads(p.read_text())["final"].get("val_loss")
+    return v if v is not None and math.isfinite(v) else math.inf
+
+
+def _centre(tier, opt: str, mode: str) -> float:
+    if tier.name == SMALLEST:
+        return CENTRE[opt]
+    from sweep import get_tier  # the smaller tier's choice: the transfer rule
+
+    choice = lr_choice(get_tier(SMALLEST), opt, mode)
+    if choice is None:
+        raise ValueError(f"{tier.name}: the lr of {opt}/{mode} transfers from {SMALLEST}, "
+                         f"whose grid is not settled; run `sweep.py --tier {SMALLEST} "
+                         "--tables opt-lr` first")
+    return choice[0]
+
+
+def lr_grid(tier, opt: str, mode: str) -> list[float]:
+    """The grid of (opt, mode) as far as the finished runs extend it (module docstring)."""
+    c = _centre(tier, opt, mode)
+    grid = [c / 2, c, 2 * c]
+    for _ in range(MAX_EXTEND):
+        vals = [_val(tier, lr_cell_name(opt, mode, lr)) for lr in grid]
+        if any(v is None for v in vals):
+            break
+        best = min(range(len(grid)), key=lambda i: vals[i])
+        if best == 0:
+            grid.insert(0, grid[0] / 2)
+        elif best == len(grid) - 1:
+            grid.append(grid[-1] * 2)
+        else:
+            break
+    return grid
+
+
+def lr_choice(tier, opt: str, mode: str) -> tuple[float, bool] | None:
+    """(lr*, interior) of (opt, mode): the grid's argmin of the seed-0 final val loss, and
+    whether it is interior; None while a grid point is unfinished."""
+    grid = lr_grid(tier, opt, mode)
+    vals = [_val(tier, lr_cell_name(opt, mode, lr)) for lr in grid]
+    if any(v is None for v in vals):
+        return None
+    best = min(range(len(grid)), key=lambda i: vals[i])
+    return grid[best], 0 < best < len(grid) - 1
+
+
+def _tuned(tier) -> list[tuple[str, str]]:
+    return TUNED_MAIN + (TUNED_MORE if tier.name == SMALLEST else [])
+
+
+def _opt_lr(tier):
+    return [_cell(tier, lr_cell_name(o, m, lr), o, {**OPT_MODES[m], **_lr_overrides(o, lr)})
+            for o, m in _tuned(tier) for lr in lr_grid(tier, o, m)]
+
+
+def chosen_lr(tier, opt: str, mode: str) -> float:
+    """lr* of (opt, mode); a clear error while its grid is unsettled."""
+    choice = lr_choice(tier, opt, mode)
+    if choice is None or (not choice[1] and len(lr_grid(tier, opt, mode)) < 3 + MAX_EXTEND):
+        raise ValueError(f"{tier.name}: the lr grid of {opt}/{mode} is not settled yet; run "
+                         f"`sweep.py --tier {tier.name} --tables opt-lr` (again) first")
+    return choice[0]
+
+
+def _opt_claims(tier):
+    return [_cell(tier, tc.name(o, m), o, {**OPT_MODES[m], **_lr_overrides(
+        o, chosen_lr(tier, o, m))}) for o in MAIN_OPTIMIZERS
+        for m in ("sync", "async", "ef", "efg")]
+
+
+def _opt_more(tier):
+    out = [_cell(tier, tc.name(o, m), o, {**OPT_MODES[m], **_lr_overrides(
+        o, chosen_lr(tier, o, m))}) for o, m in TUNED_MORE]
+    S = tier.steps
+    for o in ("muon", "adamw"):
+        lr = _lr_overrides(o, chosen_lr(tier, o, "async"))
+        out += [_cell(tier, tc.name(o, k), o, {**tc.mitigations(S)[k], **lr})
+                for k in ("syncstart", "cooldown")]
+        pd = {"pipeline.schedule": "pipedream", "pipeline.stages": "4",
+              "pipeline.microbatches": "2", "pipeline.simulate": "true"}
+        out.append(_cell(tier, f"{o}-pipedream-P4", o, {**pd, **lr}))
+        out.append(_cell(tier, f"{o}-pipedream-P4-equal", o, {
+            **pd, **lr, "train.batch_size": "32", "train.steps": str(round(S / 2)),
+            "train.eval_every": str(tier_eval_every(tier) // 2)}))
+        out.append(_cell(tier, f"{o}-async-P4", o, {
+            "pipeline.schedule": "2bw", "pipeline.stages": "4", "pipeline.microbatches": "4",
+            "pipeline.simulate": "true", **lr}))
+    return out
+
+
+def tier_eval_every(tier) -> int:
+    from asyncpp.train.config import read_toml
+
+    return int(read_toml(HERE / "configs" / tier.base)["train"]["eval_every"])
+
+
+def steps_at(tier, k: float) -> int:
+    """Steps of k tokens per parameter on ``tier`` (16 × 128 tokens a step)."""
+    from asyncpp.train.config import from_dict, merge, parse_overrides, read_toml
+
+    cfg = from_dict(merge(read_toml(HERE / "configs" / tier.base),
+                          parse_overrides([("pipeline.schedule", "1f1b")])))
+    return round(k * cfg.model_config().num_params() / TOKENS_PER_STEP)
+
+
+def _opt_tokens(tier):
+    out = []
+    for k in TOKEN_LADDER:
+        S = steps_at(tier, k)
+        for o in ("muon", "adamw"):
+            for m in ("sync", "async", "ef"):
+                out.append(_cell(tier, f"{o}-{m}-tpp{k}", o, {
+                    **OPT_MODES[m], **_lr_overrides(o, chosen_lr(tier, o, m)),
+                    "train.steps": str(S), "train.eval_every": str(max(50, S // 8))}))
+    return out
+
+
+def tables():
+    """The declarations, for tables.TABLES."""
+    from tables import Table
+
+    pred = "Compute-optimal ladder"
+    return (
+        Table("opt-lr", "Learning rates per (optimizer, mode) at full length (seed 0)",
+              _opt_lr, (0,), prediction=pred, render="report_opt:section_lr"),
+        Table("opt-claims", "The paper's claims at 20 tokens per parameter", _opt_claims,
+              (0, 1, 2), prediction=pred, render="report_opt:section_claims"),
+        Table("opt-more", "Claim 2's ordering, mitigations and PipeDream at 20 tokens per "
+              "parameter", _opt_more, (0, 1, 2), prediction=pred,
+              render="report_opt:section_more"),
+        Table("opt-tokens", "The gap against training tokens", _opt_tokens, (0, 1),
+              prediction=pred, render="report_opt:section_tokens"),
+    )
+
+
+__all__ = ["CENTRE", "TABLES_OPT", "chosen_lr", "lr_choice", "lr_grid", "steps_at", "tables"]
