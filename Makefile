@@ -63,8 +63,11 @@ test-fast: $(STAMP)
 verify: $(STAMP)
 	$(PY) -m pytest verify/
 
+# The build, then the browser check of every page it wrote (book/check; headless Debian
+# chromium + chromedriver; first-screen shots in book/_build/screens/).
 book: $(STAMP)
 	$(VENV)/bin/jupyter-book build -W -n --keep-going book/
+	$(PY) -m book.check book/_build/html --screens book/_build/screens
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests verify theory benchmarks experiments book

@@ -5,8 +5,9 @@ its environment, so putting the repository root (``theory/``, ``verify/``, ``exp
 ``book/`` (the ``asyncpp_book`` helpers) on ``PYTHONPATH`` here makes ``import theory`` and
 ``import asyncpp_book`` work in every executed page, whatever directory the page lives in.
 ``ASYNCPP_REPO_ROOT`` tells the helpers where the data files (verify report, experiment
-results) live. It also serves the bundled MathJax (``book/_vendor/mathjax``) for offline math,
-and re-executes every notebook page on every build (see :func:`_executed_pages`).
+results) live. Its kernels record the text size of every figure they save (``IPYTHONDIR``,
+see :func:`_kernel_startup`). It also serves the bundled MathJax (``book/_vendor/mathjax``)
+for offline math, and re-executes every notebook page on every build (see :func:`_executed_pages`).
 """
 
 from __future__ import annotations
@@ -50,6 +51,29 @@ def _executed_pages(app, env, added, changed, removed) -> list[str]:
     return pages
 
 
+STARTUP = """\
+# Written by book/_ext/asyncpp_book_env.py: every PNG a page's figure is saved to records its
+# smallest text (book/check/figtext.py), so the browser check can measure it on the page.
+try:
+    from book.check import figtext as _asyncpp_figtext
+    _asyncpp_figtext.install()
+    del _asyncpp_figtext
+except ImportError:  # matplotlib is not installed: no page draws a figure
+    pass
+"""
+
+
+def _kernel_startup(build_dir: Path) -> Path:
+    """An IPython profile under the build folder whose start-up file installs
+    :func:`book.check.figtext.install` in every kernel the build starts (the kernels find it
+    through ``$IPYTHONDIR``); the source tree is left untouched."""
+    ipython = build_dir / ".ipython"
+    startup = ipython / "profile_default" / "startup"
+    startup.mkdir(parents=True, exist_ok=True)
+    (startup / "00-asyncpp-figtext.py").write_text(STARTUP, encoding="utf-8")
+    return ipython
+
+
 def setup(app):
     paths = [str(ROOT), str(BOOK)]
     old = os.environ.get("PYTHONPATH")
@@ -57,6 +81,7 @@ def setup(app):
         paths.append(old)
     os.environ["PYTHONPATH"] = os.pathsep.join(paths)
     os.environ.setdefault("ASYNCPP_REPO_ROOT", str(ROOT))
+    os.environ["IPYTHONDIR"] = str(_kernel_startup(Path(app.outdir).parent))
     # The pages run tiny models: one intra-op thread per kernel is faster than several
     # fighting over the cores (2-3x on a loaded 2-core machine). Override by setting it.
     os.environ.setdefault("OMP_NUM_THREADS", "1")
