@@ -428,12 +428,19 @@ def step_md(step) -> str:
 def assumptions_md(result) -> str:
     """The assumptions a result rests on, each with its LaTeX statement when it is one of the
     standing assumptions of ``theory.assumptions``."""
+    import re
+
     from theory.assumptions import ASSUMPTIONS
 
     lines = []
     for name in result.assumptions:
         a = ASSUMPTIONS.get(name)
-        if a is None:
+        # a modelling assumption named in plain text, "quadratic f = h x^2/2" (the name verify/
+        # matches): its formula set as math
+        m = re.fullmatch(r"([A-Za-z][A-Za-z ,-]*?)\s+([A-Za-z(][^$]*=[^$]*)", name)
+        if a is None and m:
+            lines.append(f"- {md_text(m[1])} ${m[2]}$")
+        elif a is None:
             lines.append(f"- {md_math(name)}")
         else:
             lines.append(f"- **{name}** $\\;{a.latex}$")
@@ -554,3 +561,57 @@ def load_report():
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+def load_claims():
+    """``experiments/claims.py`` (the per-claim verdicts) as a module, or ``None`` when it is
+    missing."""
+    import importlib.util
+
+    root = repo_root() / "experiments"
+    if not (root / "claims.py").is_file():
+        return None
+    import sys
+
+    if str(root) not in sys.path:  # claims.py imports its sibling stats.py
+        sys.path.insert(0, str(root))
+    spec = importlib.util.spec_from_file_location("asyncpp_experiments_claims",
+                                                  root / "claims.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+# -- figures -------------------------------------------------------------------------------------
+def figure_html(path, caption: str, alt: str | None = None):
+    """A PNG as an HTML ``<figure>`` with its caption, the image embedded (the file may be a
+    temporary one). ``caption`` is a sentence, in Markdown-free text; the browser check
+    (``book/check``) requires it. Display the returned object."""
+    import base64
+    import html
+
+    from IPython.display import HTML
+
+    data = base64.b64encode(Path(path).read_bytes()).decode("ascii")
+    cap = html.escape(" ".join(caption.split()))
+    return HTML(f'<figure class="asyncpp-figure"><img src="data:image/png;base64,{data}" '
+                f'alt="{html.escape(alt or cap)}" style="max-width:100%">'
+                f"<figcaption><p>{cap}</p></figcaption></figure>")
+
+
+def show_figure(fig, caption: str, dpi: int = 100) -> None:
+    """Display a matplotlib figure with a caption (instead of ``plt.show()``, which has
+    none), then close it."""
+    import io
+    import tempfile
+
+    import matplotlib.pyplot as plt
+    from IPython.display import display
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "figure.png"
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=dpi)
+        path.write_bytes(buf.getvalue())
+        display(figure_html(path, caption))
+    plt.close(fig)

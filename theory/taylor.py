@@ -31,6 +31,17 @@ xs, xn = sp.symbols("x_s x_n", real=True)
 G2 = sp.Symbol("g^2", nonnegative=True)
 
 
+class _Tex(sp.Symbol):
+    """A symbol that prints as its name, verbatim LaTeX: sympy would read the ``_`` of
+    ``|\\Delta_i|`` as a subscript of everything before it and print ``|\\Delta_{i|}``."""
+
+    def _latex(self, printer) -> str:
+        return self.name
+
+
+DELTA_ABS = _Tex(r"\lvert\Delta_i\rvert", nonnegative=True)
+
+
 def _steps() -> list[Step]:
     ghat = g + lam * g**2 * (xn - xs)
     fresh = g + h * (xn - xs)
@@ -44,7 +55,8 @@ def _steps() -> list[Step]:
     t4 = Step("TC3b factor at least -h (lower)", "inequality", ge(lam * G2 - h, -h),
               r"$\lambda g^2 \ge 0$")
     t5 = Step("TC4 compensated is closer", "cited",
-              le(sp.Symbol(r"|\hat g - \nabla f(x_n)|"), sp.Symbol(r"|g - \nabla f(x_n)|")),
+              le(_Tex(r"\lvert\hat g - \nabla f(x_n)\rvert"),
+                 _Tex(r"\lvert g - \nabla f(x_n)\rvert")),
               r"$|\hat g - \nabla f(x_n)| = |\lambda g^2 - h|\,|\Delta| \le h|\Delta| = "
               r"|g - \nabla f(x_n)|$ by TC1, TC3, TC3b")
     return [t1, t2, t3, t4, t5]
@@ -58,7 +70,7 @@ def result() -> Result:
         title="Taylor (DC-ASGD) compensation on a separable quadratic",
         quantity="|g^_i - grad_i f(x_n)| per coordinate",
         quantity_latex=r"|\hat g_i - \nabla_i f(x_n)|",
-        statement=sp.Abs(lam * G2 - h) * sp.Symbol(r"|\Delta_i|"),
+        statement=sp.Abs(lam * G2 - h) * DELTA_ABS,
         params=(lam, G2, h),
         steps=_steps(),
         assumptions=("quadratic f = h x^2/2",),

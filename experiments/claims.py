@@ -1,0 +1,385 @@
+r"""The paper's claims, one verdict each per tier, from the committed result files only.
+
+For every tier that has ``experiments/<tier>/results/*.json`` this module forms, per claim of
+the paper (``/work/shared/PAPER.md``, the numbered claims of ``experiments/README.md``), the
+paired comparison over seeds that tests it (:func:`stats.paired`: mean difference
+:math:`\bar d`, its 95 % t-interval :math:`\bar d \pm t_{0.975,n-1} s_d/\sqrt n`) and a verdict
+by the project's rule: "reproduced" or "not reproduced" only when the interval excludes zero
+(for a claimed *share*, when the interval of the per-seed shares lies wholly inside or wholly
+outside the paper's range); otherwise "within noise".
+
+Each verdict carries its **regime**, read from the results' own configuration: parameters
+(``final.params``, embeddings included, as ``asyncpp-train`` counts them), training tokens
+:math:`T = \text{steps} \times \text{batch} \times \text{seq}`, tokens per parameter
+:math:`T/N` and epochs :math:`T / T_\text{corpus}` (``final.epochs`` when the result records
+it; otherwise the training split of the run's corpus, loaded as the trainer loads it). A tier
+is *in the paper's regime* when :math:`19 \le T/N \le 21` and it makes at most one epoch;
+:func:`tiers` lists those first (the compute-optimal ``opt-*`` tiers once their results
+exist), then the short-training tiers by size.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections.abc import Callable
+from functools import cache
+from pathlib import Path
+from types import SimpleNamespace
+
+try:  # as a module of the experiments folder (tests, the book) or as ``experiments.claims``
+    import stats
+except ImportError:  # pragma: no cover - imported as experiments.claims
+    from experiments import stats
+
+HERE = Path(__file__).resolve().parent
+PAPER_TOKENS_PER_PARAM = 20.0
+REGIME_TPP = (19.0, 21.0)  # the paper's 20 tokens/parameter, ± 1
+
+
+@dataclasses.dataclass(frozen=True)
+class Regime:
+    """Where a tier's runs sit against the paper's 20 tokens/parameter, one epoch or less."""
+
+    tier: str
+    params: int
+    tokens: int
+    steps: int
+    epochs: float | None
+
+    @property
+    def tokens_per_param(self) -> float:
+        return self.tokens / self.params
+
+    @property
+    def paper_regime(self) -> bool:
+        lo, hi = REGIME_TPP
+        return lo <= self.tokens_per_param <= hi and (self.epochs is None or self.epochs <= 1.0)
+
+    def describe(self) -> str:
+        """``"0.13M parameters, 2.3 tokens/parameter, 0.18 epochs"``."""
+        ep = "epochs unknown" if self.epochs is None else f"{self.epochs:.2f} epochs"
+        return (f"{self.params / 1e6:.2g}M parameters, {self.tokens_per_param:.2g} "
+                f"tokens/parameter, {ep}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    """One claim tested on one tier."""
+
+    claim: str  # the claim's key in CLAIMS
+    tier: str
+    word: str  # "reproduced", "not reproduced", "within noise", "not run", "too few seeds"
+    evidence: str  # what was compared, with its numbers
+    paired: stats.Paired | None = None
+    regime: Regime | None = None  # of the cells compared (the tier's, or the deep model's)
+
+
+@dataclasses.dataclass(frozen=True)
+class Claim:
+    key: str
+    short: str  # the claim in a few words (the figure's axis)
+    number: str  # the paper's claim number (PAPER.md)
+    statement: str  # the paper's claim, as the reader meets it
+    shown_in: str  # the table of the Experiments page that shows the evidence
+    test: Callable[[dict], Verdict | None]
+    cell: str | None = None  # whose configuration gives the regime (None: the tier's)
+
+
+# -- reading the results ------------------------------------------------------------------------
+def load(tier: str, root: Path = HERE) -> dict[str, dict[int, dict]]:
+    """``{cell: {seed: record}}`` of the finished runs of ``root/<tier>/results``."""
+    out: dict[str, dict[int, dict]] = {}
+    for path in sorted((root / tier / "results").glob("*.json")):
+        rec = json.loads(path.read_text(encoding="utf-8"))
+        if rec.get("status") != "ok" or not rec.get("final"):
+            continue
+        v = rec["final"].get("val_loss")
+        if v is None or not math.isfinite(v):
+            continue
+        out.setdefault(rec["cell"], {})[int(rec["seed"])] = rec
+    return out
+
+
+def vals(R: dict, cell: str) -> dict[int, float]:
+    """``{seed: final validation loss}`` of one cell (empty when it has no results)."""
+    return {k: r["final"]["val_loss"] for k, r in R.get(cell, {}).items()}
+
+
+@cache
+def _corpus_train_tokens(data_json: str, vocab: int) -> int:
+    """Training tokens of the corpus a run read, loaded as the trainer loads it (cached)."""
+    from asyncpp.data import load_data
+
+    bundle = load_data(SimpleNamespace(**json.loads(data_json)), vocab)
+    return int(sum(len(a) for a in bundle.train.arrays))
+
+
+def regime(tier: str, R: dict, cell: str | None = None) -> Regime | None:
+    """The regime of a tier, from ``cell``'s configuration (default: its synchronous Muon,
+    else AdamW, else any run)."""
+    cells = (cell,) if cell else ("muon-sync", "adamw-sync")
+    recs = [r for c in cells for r in R.get(c, {}).values()]
+    if not recs and cell is None:
+        recs = [r for runs in R.values() for r in runs.values()]
+    if not recs:
+        return None
+    rec = recs[0]
+    cfg, fin = rec["config"], rec["final"]
+    tokens = int(fin.get("tokens") or cfg["train"]["steps"] * cfg["train"]["batch_size"]
+                 * cfg["data"]["seq_len"])
+    epochs = fin.get("epochs")
+    if epochs is None:
+        try:
+            epochs = tokens / _corpus_train_tokens(json.dumps(cfg["data"], sort_keys=True),
+                                                   int(cfg["model"]["vocab_size"]))
+        except (ImportError, OSError, ValueError, AttributeError):
+            epochs = None  # the corpus is not available here: said so, never guessed
+    return Regime(tier, int(fin["params"]), tokens, int(cfg["train"]["steps"]), epochs)
+
+
+def tiers(root: Path = HERE) -> list[str]:
+    """Tiers with results, the paper's regime first (by size), then the others by size."""
+    found = []
+    for d in sorted(p for p in root.iterdir() if (p / "results").is_dir()):
+        R = load(d.name, root)
+        reg = regime(d.name, R)
+        if reg is not None:
+            found.append((not reg.paper_regime, reg.params, d.name))
+    return [name for *_, name in sorted(found)]
+
+
+# -- the tests of the claims ---------------------------------------------------------------------
+def _word(p: stats.Paired, claimed_sign: int) -> str:
+    """The rule: a verdict word only when the 95 % interval excludes zero."""
+    if p.lo is None:
+        return "too few seeds"
+    if not p.excludes_zero:
+        return "within noise"
+    return "reproduced" if (p.mean > 0) == (claimed_sign > 0) else "not reproduced"
+
+
+def _gap(R: dict, sync: str, other: str) -> dict[int, float]:
+    s, o = vals(R, sync), vals(R, other)
+    return {k: o[k] - s[k] for k in s.keys() & o.keys()}
+
+
+def _signed_test(a: dict, b: dict, claimed_sign: int, what: str, tier: str, key: str
+                 ) -> Verdict | None:
+    if not (a.keys() & b.keys()):
+        return None
+    p = stats.paired(a, b)
+    return Verdict(key, tier, _word(p, claimed_sign), f"{what} {p.fmt()}", p)
+
+
+def _adamw_gap(R, tier):
+    return _signed_test(vals(R, "adamw-async"), vals(R, "adamw-sync"), +1,
+                        "AdamW async − sync:", tier, "adamw-gap")
+
+
+def _muon_small(R, tier):
+    return _signed_test(_gap(R, "adamw-sync", "adamw-async"), _gap(R, "muon-sync", "muon-async"),
+                        +1, "AdamW's gap − Muon's gap:", tier, "muon-small")
+
+
+def _momentum(R, tier):
+    hi = _gap(R, "muon-sync-beta0.98", "muon-async-beta0.98")
+    lo = _gap(R, "muon-sync-beta0.8", "muon-async-beta0.8")
+    return _signed_test(hi, lo, -1, "Muon's gap at β = 0.98 − at β = 0.8:", tier, "momentum")
+
+
+def _ef(opt: str, label: str):
+    def test(R, tier):
+        return _signed_test(vals(R, f"{opt}-ef"), vals(R, f"{opt}-async"), -1,
+                            f"{label} EF − async:", tier, f"{opt}-ef")
+    return test
+
+
+def _share_size(opt: str, label: str, lo: float, hi: float):
+    def test(R, tier):
+        _, per = stats.share(vals(R, f"{opt}-sync"), vals(R, f"{opt}-async"), vals(R, f"{opt}-ef"))
+        if len(per) < 2:
+            return None
+        s = stats.summary(list(per.values()))
+        half = stats.t_quantile(s.n) * s.sd / math.sqrt(s.n)
+        a, b = s.mean - half, s.mean + half
+        word = ("reproduced" if lo <= a and b <= hi else
+                "not reproduced" if b < lo or a > hi else "within noise")
+        ev = (f"{label} EF share {100 * s.mean:.0f} % ± {100 * s.sd:.0f} "
+              f"[{100 * a:.0f}, {100 * b:.0f}] (n = {s.n}) against the paper's "
+              f"{100 * lo:.0f}–{100 * hi:.0f} %")
+        return Verdict(f"{opt}-share", tier, word, ev)
+    return test
+
+
+def _mitigation(opt: str, label: str):
+    def test(R, tier):
+        alts = [c for c in (f"{opt}-syncstart", f"{opt}-cooldown", f"{opt}-taylor")
+                if vals(R, c)]
+        if not alts or not vals(R, f"{opt}-ef"):
+            return None
+        best = min(alts, key=lambda c: stats.summary(vals(R, c)).mean)
+        return _signed_test(vals(R, f"{opt}-ef"), vals(R, best), -1,
+                            f"{label} EF − {best.split('-', 1)[1]} (the best other):", tier,
+                            f"{opt}-mitigation")
+    return test
+
+
+def _pipedream(R, tier):
+    v = _signed_test(vals(R, "deep-pipedream-P16"), vals(R, "deep-2bw-P16"), +1,
+                     "PipeDream − 2BW at P = 16:", tier, "pipedream")
+    if v is None:
+        return None
+    return dataclasses.replace(v, evidence=v.evidence + " (PipeDream made more, smaller updates "
+                               "than 2BW here: the comparison is confounded by the update count)")
+
+
+PAPER = "the paper"
+CLAIMS: tuple[Claim, ...] = (
+    Claim("adamw-gap", "AdamW's gap > 0", "2",
+          "AdamW degrades under a one-step delay (+0.278 at 360M)", "Table 1", _adamw_gap),
+    Claim("muon-small", "Muon's gap < AdamW's", "2",
+          "Muon degrades far less than AdamW (+0.012 against +0.278)", "Table 1", _muon_small),
+    Claim("momentum", "higher β, smaller gap", "2", "Higher momentum gives Muon a smaller gap",
+          "Table 2", _momentum),
+    Claim("muon-ef", "EF narrows Muon's gap", "3", "Error Feedback narrows Muon's gap",
+          "Table 1", _ef("muon", "Muon")),
+    Claim("muon-share", "Muon's EF share", "3", "… by 50–70 % of it", "Table 1",
+          _share_size("muon", "Muon", 0.50, 0.70)),
+    Claim("adamw-ef", "EF narrows AdamW's gap", "3", "Error Feedback narrows AdamW's gap",
+          "Table 1", _ef("adamw", "AdamW")),
+    Claim("adamw-share", "AdamW's EF share", "3", "… by 85–90 % of it", "Table 1",
+          _share_size("adamw", "AdamW", 0.85, 0.90)),
+    Claim("muon-mitigation", "EF best fix, Muon", "4",
+          "For Muon, EF beats synchronous start, synchronous cooldown and Taylor compensation",
+          "Table 3", _mitigation("muon", "Muon")),
+    Claim("adamw-mitigation", "EF best fix, AdamW", "4", "… and for AdamW", "Table 3",
+          _mitigation("adamw", "AdamW")),
+    Claim("pipedream", "PipeDream worse, P = 16", "5",
+          "PipeDream degrades sharply at depth 16, 2BW does not", "Table 4", _pipedream,
+          cell="deep-sync"),
+)
+
+
+def verdicts(tier: str, root: Path = HERE) -> tuple[Regime | None, list[Verdict]]:
+    """The regime of ``tier`` and the verdict of every claim its results can test."""
+    R = load(tier, root)
+    reg = regime(tier, R)
+    out = []
+    for c in CLAIMS:
+        v = c.test(R, tier)
+        if v is not None:
+            out.append(dataclasses.replace(v, regime=regime(tier, R, c.cell) if c.cell else reg))
+    return reg, out
+
+
+def t2_drift(tier: str = "tiny", root: Path = HERE) -> dict:
+    """What the results say about T2's drift: the range of Muon's spectral drift
+    :math:`\\bar\\delta` over its delayed runs that measured it (T2's ceiling is 2), the share
+    of Muon's gap EF recovers, and Lion's gap without and with EF."""
+    R = load(tier, root)
+    deltas = [r["drift"]["spectral_mean"] for c, recs in R.items()
+              if c.startswith("muon-async") for r in recs.values()
+              if r.get("drift", {}).get("spectral_mean") is not None]
+    share_muon, _ = stats.share(vals(R, "muon-sync"), vals(R, "muon-async"), vals(R, "muon-ef"))
+    lion_async = _gap(R, "lion-sync", "lion-async")
+    lion_ef = _gap(R, "lion-sync", "lion-ef")
+    mean = lambda d: sum(d.values()) / len(d) if d else None
+    return {"delta_min": min(deltas) if deltas else None,
+            "delta_max": max(deltas) if deltas else None, "delta_runs": len(deltas),
+            "muon_share": share_muon, "lion_gap": mean(lion_async), "lion_gap_ef": mean(lion_ef)}
+
+
+# -- the intro's first screen ---------------------------------------------------------------------
+PAPER_REGIME = "20 tokens/parameter, each token seen once"
+
+
+def _short(v: Verdict) -> str:
+    p = v.paired
+    if p is None or p.lo is None:
+        return f"**{v.word}**"
+    return f"**{v.word}**: {p.mean:+.2f} [{p.lo:+.2f}, {p.hi:+.2f}]".replace("-", "−")
+
+
+def summary_md(root: Path = HERE) -> str:
+    """The verdict of every claim on every tier as MyST: one paragraph naming each tier's
+    regime (and whether it is the paper's), then one table, a column per tier (the paper's
+    regime first); a cell gives the verdict and the paired difference with its 95 % interval
+    (nats of validation loss; for a share, the share's interval)."""
+    names = tiers(root)
+    if not names:
+        return "No result files exist yet in `experiments/<tier>/results/`."
+    results = {t: verdicts(t, root) for t in names}
+    lines = []
+    for t in names:
+        reg = results[t][0]
+        where = ("the paper's regime" if reg.paper_regime else
+                 f"**not the paper's regime** ({PAPER_REGIME})")
+        lines.append(f"- `{t}`: {reg.describe()}, {reg.steps} steps — {where}.")
+    odd = [(t, v) for t in names for v in results[t][1]
+           if v.regime is not None and v.regime != results[t][0]]
+    for t, v in odd:
+        lines.append(f"- `{t}`, claim {next(c.number for c in CLAIMS if c.key == v.claim)}: "
+                     f"the deep model, {v.regime.describe()}.")
+    head = ["| claim of the paper | " + " | ".join(f"`{t}`" for t in names) + " |",
+            "| :-- | " + " | ".join(":--" for _ in names) + " |"]
+    for c in CLAIMS:
+        cells = []
+        for t in names:
+            v = next((v for v in results[t][1] if v.claim == c.key), None)
+            cells.append("not run" if v is None else
+                         _short(v) if v.paired is not None or "share" not in v.claim else
+                         f"**{v.word}**: {v.evidence.split('share ', 1)[1].split(' (n')[0]}")
+        head.append(f"| {c.number}. {c.statement} ({c.shown_in}) | " + " | ".join(cells) + " |")
+    head.append("| 7. The gap does not grow with scale (10B MoE, 200B tokens) | "
+                + " | ".join("not run" for _ in names) + " |")
+    return "\n".join(lines) + "\n\n" + "\n".join(head)
+
+
+def figure(path: Path, root: Path = HERE) -> Path | None:
+    """One panel per claim tested by a loss difference: the paired difference of each tier
+    with its 95 % t-interval, zero marked (a verdict word needs the interval off zero)."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    names = tiers(root)
+    rows = [c for c in CLAIMS if "share" not in c.key]
+    data = {t: {v.claim: v for v in verdicts(t, root)[1]} for t in names}
+    if not names:
+        return None
+    fig, ax = plt.subplots(figsize=(7.0, 0.36 * len(rows) + 1.3), dpi=100)
+    colours = {"reproduced": "tab:green", "not reproduced": "tab:red"}
+    markers = "osD^v"
+    step = 0.5 / max(1, len(names))
+    for i, c in enumerate(rows):
+        for j, t in enumerate(names):
+            v = data[t].get(c.key)
+            if v is None or v.paired is None or v.paired.lo is None:
+                continue
+            p = v.paired
+            y = -i + (j - (len(names) - 1) / 2) * step
+            ax.errorbar(p.mean, y, xerr=[[p.mean - p.lo], [p.hi - p.mean]],
+                        fmt=markers[j % len(markers)], color=colours.get(v.word, "tab:grey"),
+                        capsize=2, ms=5)
+    ax.set_yticks([-i for i in range(len(rows))],
+                  [f"{c.number}: {c.short}" for c in rows], fontsize=10)
+    for j, t in enumerate(names):  # the tier legend, in black whatever the verdict
+        ax.plot([], [], markers[j % len(markers)], color="black", label=t)
+    handles, labels = ax.get_legend_handles_labels()
+    keep = [(h, lab) for h, lab in zip(handles, labels) if lab in names][-len(names):]
+    ax.legend(*zip(*keep), fontsize=10, loc="center right", title="tier", title_fontsize=10)
+    ax.set_title("green: reproduced · red: not reproduced · grey: within noise", fontsize=10)
+    ax.axvline(0, color="black", lw=0.8)
+    ax.set_xlabel("paired difference, nats of validation loss (95 % interval)", fontsize=10)
+    ax.tick_params(axis="x", labelsize=10)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+__all__ = ["CLAIMS", "Claim", "Regime", "Verdict", "figure", "load", "regime", "summary_md",
+           "t2_drift", "tiers", "vals", "verdicts"]
