@@ -54,6 +54,15 @@ def save_checkpoint(run_dir: str | os.PathLike, payload: dict, keep: int = 2) ->
     return path
 
 
+def save_shard(path: str | os.PathLike, payload: dict) -> Path:
+    """Write one rank's checkpoint shard atomically, with the same ``format`` tag and checksum
+    as a checkpoint (so :func:`load_checkpoint` refuses a damaged shard, too)."""
+    body = {"format": FORMAT, **payload}
+    body["digest"] = payload_digest(body)
+    atomic_write(Path(path), lambda f: torch.save(body, f))
+    return Path(path)
+
+
 def stale_checkpoints(run_dir: str | os.PathLike, keep: int) -> list[Path]:
     """The checkpoints beyond the newest ``keep`` distinct steps (oldest first): what
     :func:`save_checkpoint` deletes."""

@@ -41,7 +41,6 @@ import torch.distributed as dist
 from torch.func import functional_call
 
 from ..data import BatchSampler
-from ..data.cache import atomic_write
 from ..delay import DriftMeter
 from ..models import build_model, pipeline_boundaries, split_stage
 from ..pipeline import PipelineExecutor, PipelineTopology, build_stage
@@ -324,8 +323,7 @@ class PipelineBackend:
                  "executor": self.ex.state_dict(), "sampler": self.batches.state_dict(),
                  "rng": ckpt_io.rng_state(),
                  **({"drift": self.meter.state_dict()} if self.meter is not None else {})}
-        atomic_write(shard_dir(cfg.run_dir, step) / f"rank-{self.rank:05d}.pt",
-                     lambda f: torch.save(shard, f))
+        ckpt_io.save_shard(shard_dir(cfg.run_dir, step) / f"rank-{self.rank:05d}.pt", shard)
         dist.barrier()  # every shard is on disk before the manifest commits the checkpoint
         if self.rank == 0:
             ckpt_io.save_checkpoint(cfg.run_dir, {
