@@ -1,0 +1,232 @@
+r"""The report of the compute-optimal ladder (``tables_opt.py``): each section states the regime
+it was measured in (parameters, tokens per parameter, epochs: from the results themselves),
+tables that fit a 700-pixel column (one optimizer per table), and the two scaling figures —
+the gap against training tokens (``opt-180k``) and against parameters (every ``opt-*`` tier
+and the ``gpu`` rung where they have results).
+
+Every comparison is paired by seed (``report_common.compare_cells``: mean ± sd of the
+difference, its 95 % t-interval, how many seeds agree, and the verdict of ``stats.verdict``).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import report_common as rc
+import stats
+import tables_opt as to
+from report_common import LABEL, Val, compare_cells, grid, loss, section, vals
+
+MODE_LABEL = {"sync": "synchronous (1F1B)", "async": "2BW", "ef": "2BW + EF",
+              "efg": "2BW + EF(γ*)", "nag": "2BW + Nesterov", "syncstart": "2BW, sync start",
+              "cooldown": "2BW, sync cooldown"}
+LADDER_TIERS = ("opt-180k", "opt-580k", "gpu")
+
+
+def regime(R, cells=None) -> str:
+    """"N parameters, k tokens/parameter, e epochs" of the finished runs (ranges if they
+    differ); "—" without runs."""
+    ps, tpp, ep = set(), set(), set()
+    for cell, by_seed in R.items():
+        if cells is not None and cell not in cells:
+            continue
+        for r in by_seed.values():
+            f = r.get("final", {})
+            if r.get("status") == "ok" and "tokens_per_param" in f:
+                ps.add(f["params"])
+                tpp.add(round(f["tokens_per_param"], 1))
+                if f.get("epochs") is not None:
+                    ep.add(round(f["epochs"], 3))
+
+    def rng(xs, fmt):
+        return "—" if not xs else (fmt(min(xs)) if len(xs) == 1 else
+                                   f"{fmt(min(xs))}–{fmt(max(xs))}")
+
+    if not ps:
+        return "no finished runs yet"
+    return (f"{rng(ps, lambda x: f'{x:,}')} parameters, {rng(tpp, lambda x: f'{x:g}')} "
+            f"tokens/parameter, {rng(ep, lambda x: f'{x:g}')} epochs")
+
+
+def section_lr(R, tier):
+    rows = []
+    for o, m in to._tuned(tier):
+        try:
+            g = to.lr_grid(tier, o, m)
+        except ValueError as e:
+            rows.append([LABEL[o], MODE_LABEL[m], str(e), "—"])
+            continue
+        cells = []
+        for lr in g:
+            v = vals(R, to.lr_cell_name(o, m, lr), (0,)).get(0)
+            cells.append(f"{lr:g}: " + ("—" if v is None else "div." if not math.isfinite(v)
+                                        else f"{v:.3f}"))
+        ch = to.lr_choice(tier, o, m)
+        pick = "—" if ch is None else f"{ch[0]:g}" + ("" if ch[1] else " (edge)")
+        rows.append([LABEL[o], MODE_LABEL[m], ", ".join(cells), pick])
+    return section("opt-lr", [
+        "", f"Regime: {regime(R)}. Final val loss of seed 0 at each lr; the choice is the "
+        "grid's minimum, \"(edge)\" while it still sits on an edge of a grid that may yet "
+        "extend.", "", grid(["optimizer", "mode", "lr: val loss", "lr*"], rows), ""]), []
+
+
+def _claims_table(R, o: str, modes) -> str:
+    s = rc.tc.name(o, "sync")
+    rows = []
+    for m in modes:
+        c = rc.tc.name(o, m)
+        if m == "sync":
+            rows.append([MODE_LABEL[m], loss(R, c), "—", "—", "—", "—"])
+        else:
+            rows.append([MODE_LABEL[m], loss(R, c), *compare_cells(R, c, s)])
+    return grid(["mode", "val loss", "gap to sync", "95 % interval", "seeds", "verdict"], rows)
+
+
+def _share_line(R, o: str) -> str:
+    s, a = rc.tc.name(o, "sync"), rc.tc.name(o, "async")
+    parts = []
+    for m in ("ef", "efg"):
+        v = rc.share_val(R, s, a, rc.tc.name(o, m))
+        p = rc.pair(R, rc.tc.name(o, m), a)
+        parts.append(f"{MODE_LABEL[m]} recovers {v.text} of the gap (its difference to 2BW: "
+                     f"{rc.interval_text(p)}, {rc.verdict(p)})")
+    return "; ".join(parts) + "."
+
+
+def section_claims(R, tier):
+    from report_zero_gap import table_zero_gap
+
+    cells = {rc.tc.name(o, m) for o in to.MAIN_OPTIMIZERS for m in ("sync", "async", "ef", "efg")}
+    body = ["", f"Regime: {regime(R, cells)}. "
+            "Each mode at its own tuned lr (table above). Gaps are mode − synchronous, "
+            "paired by seed.", ""]
+    for o in to.MAIN_OPTIMIZERS:
+        body += [f"**{LABEL[o]}**", "", _claims_table(R, o, ("sync", "async", "ef", "efg")), "",
+                 _share_line(R, o), ""]
+    body += ["**The zero-gap table**: per optimizer, the best 2BW correction against "
+             "synchronous training.", "", table_zero_gap(R), ""]
+    return section("opt-claims", body), []
+
+
+def section_more(R, tier):
+    body = ["", f"Regime: {regime(R)}.", ""]
+    for o in to.MORE_OPTIMIZERS:
+        body += [f"**{LABEL[o]}**", "", _claims_table(R, o, ("sync", "async", "ef")), ""]
+    for o in ("muon", "adamw"):
+        rows = [[MODE_LABEL[m], loss(R, rc.tc.name(o, m)),
+                 *compare_cells(R, rc.tc.name(o, m), rc.tc.name(o, "ef"))]
+                for m in ("nag", "syncstart", "cooldown")]
+        body += [f"**{LABEL[o]}: mitigations against EF** (difference = mitigation − EF)", "",
+                 grid(["mitigation", "val loss", "difference", "95 % interval", "seeds",
+                       "verdict"], rows), ""]
+        rows = [[name, loss(R, c), *compare_cells(R, c, f"{o}-async-P4")]
+                for name, c in (("PipeDream, P = 4", f"{o}-pipedream-P4"),
+                                ("PipeDream, P = 4, equal updates", f"{o}-pipedream-P4-equal"))]
+        rows.insert(0, ["2BW, P = 4", loss(R, f"{o}-async-P4"), "—", "—", "—", "—"])
+        body += [f"**{LABEL[o]}: PipeDream at P = 4 against 2BW at P = 4** (PipeDream makes "
+                 "one update per microbatch: twice the updates of half the tokens; the "
+                 "equal-updates control makes as many, as large, as 2BW)", "",
+                 grid(["schedule", "val loss", "difference", "95 % interval", "seeds",
+                       "verdict"], rows), ""]
+    return section("opt-more", body), []
+
+
+def token_gaps(R, o: str, m: str) -> list[tuple[int, stats.Paired | None]]:
+    """(tokens/parameter, paired gap of mode m − sync) along the token ladder (20 =
+    ``opt-claims``' cells)."""
+    out = []
+    for k in sorted((*to.TOKEN_LADDER, 20)):
+        suffix = "" if k == 20 else f"-tpp{k}"
+        out.append((k, rc.pair(R, f"{o}-{m}{suffix}", f"{o}-sync{suffix}")))
+    return out
+
+
+def section_tokens(R, tier):
+    rows = []
+    for o in ("muon", "adamw"):
+        for k, p in token_gaps(R, o, "async"):
+            suffix = "" if k == 20 else f"-tpp{k}"
+            sh = rc.share_val(R, f"{o}-sync{suffix}", f"{o}-async{suffix}", f"{o}-ef{suffix}")
+            rows.append([LABEL[o], k, Val("—") if p is None else Val(rc.minus(
+                f"{p.mean:+.3f}"), p.n), rc.interval_text(p), rc.verdict(p), sh])
+    figs = [f for f in (figure_tokens(R, tier.figures / "gap_vs_tokens.png"),
+                        figure_params(tier.figures / "gap_vs_params.png")) if f]
+    body = ["", f"Regime: {regime(R)} (the same model; each length its own lr schedule, at "
+            "the 20-tokens lr).", "",
+            grid(["optimizer", "tokens/param", "2BW gap", "95 % interval", "verdict",
+                  "EF recovers"], rows), ""]
+    for f in figs:
+        body += [f"![{CAPTIONS[f.stem]}](figures/{f.name})", ""]
+    return section("opt-tokens", body), figs
+
+
+CAPTIONS = {
+    "gap_vs_tokens": "The 2BW gap to synchronous training (mean over seeds, bars: 95 % "
+                     "interval) against tokens per parameter, for Muon and AdamW.",
+    "gap_vs_params": "The 2BW gap to synchronous training at 20 tokens per parameter against "
+                     "the number of parameters, for Muon, AdamW and SOAP.",
+}
+
+
+def _plot(points: dict[str, list[tuple[float, stats.Paired]]], xlabel: str, path: Path,
+          logx: bool = True) -> Path | None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if not any(points.values()):
+        return None
+    # 7 in wide at 100 dpi: shown at the 700-px column width the fonts keep their size
+    fig, ax = plt.subplots(figsize=(7, 3.6), dpi=100)
+    for label, pts in points.items():
+        if not pts:
+            continue
+        xs = [x for x, _ in pts]
+        ys = [p.mean for _, p in pts]
+        err = [[p.mean - p.lo if p.lo is not None else 0 for _, p in pts],
+               [p.hi - p.mean if p.hi is not None else 0 for _, p in pts]]
+        ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, label=label)
+    ax.axhline(0, color="0.5", lw=0.8)
+    if logx:
+        ax.set_xscale("log")
+    ax.set_xlabel(xlabel, fontsize=11)
+    ax.set_ylabel("val loss, 2BW − sync", fontsize=11)
+    ax.tick_params(labelsize=10)
+    ax.legend(fontsize=10)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, metadata={"Comment": "min_font_pt=10"})
+    plt.close(fig)
+    return path
+
+
+def figure_tokens(R, path: Path) -> Path | None:
+    pts = {LABEL[o]: [(k, p) for k, p in token_gaps(R, o, "async") if p is not None]
+           for o in ("muon", "adamw")}
+    return _plot(pts, "tokens per parameter", path)
+
+
+def figure_params(path: Path) -> Path | None:
+    from sweep import get_tier
+
+    pts: dict[str, list] = {LABEL[o]: [] for o in to.MAIN_OPTIMIZERS}
+    for t in LADDER_TIERS:
+        try:
+            tier = get_tier(t)
+        except ValueError:
+            continue
+        R = rc.load_results(tier.results)
+        for o in to.MAIN_OPTIMIZERS:
+            p = rc.pair(R, rc.tc.name(o, "async"), rc.tc.name(o, "sync"))
+            recs = list(R.get(rc.tc.name(o, "sync"), {}).values())
+            if p is None or not recs:
+                continue
+            pts[LABEL[o]].append((recs[0]["final"]["params"], p))
+    return _plot({k: sorted(v, key=lambda t: t[0]) for k, v in pts.items()}, "parameters",
+                 path)
+
+
+__all__ = ["CAPTIONS", "regime", "section_claims", "section_lr", "section_more",
+           "section_tokens", "token_gaps"]

@@ -1,0 +1,135 @@
+"""The compute-optimal ladder's declarations (experiments/tables_opt.py): 20 tokens per
+parameter under one epoch, lr grids that extend past an edge until the optimum is interior,
+the claims at each mode's own lr, the transfer rule, PipeDream's equal-updates control, and
+the report's regime line — on synthetic result files."""
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+EXP = Path(__file__).resolve().parent.parent / "experiments"
+sys.path.insert(0, str(EXP))
+import report_opt  # noqa: E402
+import sweep  # noqa: E402
+import tables_opt as to  # noqa: E402
+
+from asyncpp.train.config import from_dict, merge, parse_overrides, read_toml  # noqa: E402
+
+CORPUS_TRAIN_TOKENS = 30_332_934  # debdocs-v1 (experiments/gpu/corpus-manifest.json)
+
+
+def _write(results: Path, cell: str, seed: int, val: float | None, params=180_512,
+           tpp=20.0, epochs=0.12):
+    results.mkdir(parents=True, exist_ok=True)
+    rec = {"cell": cell, "seed": seed, "status": "ok" if val is not None else "diverged",
+           "final": {"val_loss": val, "params": params, "tokens_per_param": tpp,
+                     "epochs": epochs}}
+    (results / f"{cell}-seed{seed}.json").write_text(json.dumps(rec))
+
+
+@pytest.mark.parametrize("name", ["opt-180k", "opt-580k"])
+def test_tiers_are_compute_optimal_and_under_one_epoch(name):
+    tier = sweep.get_tier(name)
+    cfg = from_dict(merge(read_toml(EXP / "configs" / tier.base),
+                          parse_overrides([("pipeline.schedule", "1f1b")])))
+    N = cfg.model_config().num_params()
+    tokens = cfg.train.steps * cfg.train.batch_size * cfg.data.seq_len
+    assert cfg.train.steps == tier.steps and cfg.data.seq_len >= 128
+    assert 19 <= tokens / N <= 21
+    assert tokens < CORPUS_TRAIN_TOKENS  # no training token read twice
+    assert cfg.train.val_sample == "spread" and cfg.train.final_eval == "full"
+
+
+def test_sizes_span_three_times():
+    n = [from_dict(merge(read_toml(EXP / "configs" / sweep.get_tier(t).base), parse_overrides(
+        [("pipeline.schedule", "1f1b")]))).model_config().num_params()
+         for t in ("opt-180k", "opt-580k")]
+    assert n[1] / n[0] >= 3
+
+
+def test_lr_grid_extends_past_an_edge_until_interior(tmp_path):
+    tier = sweep.get_tier("opt-180k").at(results=tmp_path)
+    assert to.lr_grid(tier, "adamw", "async") == [0.005, 0.01, 0.02]
+    assert to.lr_choice(tier, "adamw", "async") is None
+    with pytest.raises(ValueError, match="not settled"):
+        to.chosen_lr(tier, "adamw", "async")
+    # the best of the first grid on its upper edge: one more point above
+    for lr, v in ((0.005, 3.9), (0.01, 3.7), (0.02, 3.6)):
+        _write(tmp_path, to.lr_cell_name("adamw", "async", lr), 0, v)
+    assert to.lr_grid(tier, "adamw", "async") == [0.005, 0.01, 0.02, 0.04]
+    with pytest.raises(ValueError, match="not settled"):
+        to.chosen_lr(tier, "adamw", "async")
+    _write(tmp_path, to.lr_cell_name("adamw", "async", 0.04), 0, None)  # diverged: +inf
+    assert to.lr_grid(tier, "adamw", "async") == [0.005, 0.01, 0.02, 0.04]
+    assert to.lr_choice(tier, "adamw", "async") == (0.02, True)
+    assert to.chosen_lr(tier, "adamw", "async") == 0.02
+
+
+def test_claims_take_each_modes_lr_and_muon_scales_its_adamw_side(tmp_path):
+    tier = sweep.get_tier("opt-180k").at(results=tmp_path)
+    for o, m in to.TUNED_MAIN:
+        c = to.CENTRE[o]
+        for lr, v in ((c / 2, 3.8), (c, 3.5), (2 * c, 3.9 if m == "sync" else 3.4)):
+            _write(tmp_path, to.lr_cell_name(o, m, lr), 0, v)
+        if m != "sync":  # the asynchronous modes' optimum on the upper edge: extended
+            _write(tmp_path, to.lr_cell_name(o, m, 4 * c), 0, 3.6)
+    cells = {c.name: c for c in sweep.table_cells("opt-claims", tier)}
+    assert len(cells) == 12
+    assert cells["adamw-sync"].overrides["optimizer.lr"] == repr(0.01)
+    assert cells["adamw-ef"].overrides["optimizer.lr"] == repr(0.02)
+    assert cells["adamw-ef"].overrides["delay.correction"] == "ef"
+    assert cells["soap-efg"].overrides["delay.ef_gamma"] == "auto"
+    muon = cells["muon-async"].overrides
+    assert float(muon["optimizer.adamw_lr"]) == pytest.approx(3e-3 * 2)
+    # seed 0 of a claims cell is the tuning run at the chosen lr: the same configuration
+    tune = {c.name: c for c in sweep.table_cells("opt-lr", tier)}["lr-adamw-ef-0.02"]
+    assert {k: v for k, v in tune.overrides.items()} == cells["adamw-ef"].overrides
+
+
+def test_pipedream_equal_updates_control_matches_2bw(tmp_path):
+    tier = sweep.get_tier("opt-180k").at(results=tmp_path)
+    for o, m in to.TUNED_MAIN + to.TUNED_MORE:
+        c = to.CENTRE[o]
+        for lr, v in ((c / 2, 3.8), (c, 3.5), (2 * c, 3.9)):
+            _write(tmp_path, to.lr_cell_name(o, m, lr), 0, v)
+    cells = {c.name: c for c in sweep.table_cells("opt-more", tier)}
+    pd, eq, bw = (cells[f"adamw-{k}"].overrides for k in ("pipedream-P4", "pipedream-P4-equal",
+                                                         "async-P4"))
+    S, B = tier.steps, 16
+    # PipeDream updates once per microbatch (2 per step): S*2 updates of B/2 sequences; the
+    # control: S/2 steps of 2B sequences in 2 microbatches = S updates of B, as 2BW makes
+    updates = {"pd": 2 * S, "eq": 2 * int(eq["train.steps"]), "2bw": S}
+    per_update = {"pd": B // 2, "eq": int(eq["train.batch_size"]) // 2, "2bw": B}
+    assert abs(updates["eq"] - updates["2bw"]) <= 1 and per_update["eq"] == per_update["2bw"]
+    assert updates["pd"] == 2 * updates["2bw"] and per_update["pd"] == B // 2
+    assert pd["pipeline.stages"] == eq["pipeline.stages"] == bw["pipeline.stages"] == "4"
+    assert {cells[f"{o}-{k}"].overrides["optimizer.lr"] for o in ("adamw",)
+            for k in ("pipedream-P4", "syncstart", "cooldown")} == {repr(0.01)}
+
+
+def test_token_ladder_stays_under_one_epoch():
+    tier = sweep.get_tier("opt-180k")
+    for k in to.TOKEN_LADDER:
+        S = to.steps_at(tier, k)
+        assert S * 16 * 128 < CORPUS_TRAIN_TOKENS
+        assert abs(S * 2048 / 180_512 - k) < 0.01
+
+
+def test_larger_tier_transfers_the_smaller_tiers_lr(tmp_path, monkeypatch):
+    small = sweep.get_tier("opt-180k").at(results=tmp_path / "small")
+    monkeypatch.setitem(sweep.TIERS, "opt-180k", small)
+    big = sweep.get_tier("opt-580k").at(results=tmp_path / "big")
+    with pytest.raises(ValueError, match="transfers from opt-180k"):
+        to.lr_grid(big, "muon", "sync")
+    for lr, v in ((0.01, 3.8), (0.02, 3.5), (0.04, 3.9)):
+        _write(tmp_path / "small", to.lr_cell_name("muon", "sync", lr), 0, v)
+    assert to.lr_grid(big, "muon", "sync") == [0.01, 0.02, 0.04]
+
+
+def test_report_states_the_regime():
+    R = {"a": {0: {"status": "ok", "final": {"params": 180_512, "tokens_per_param": 20.002,
+                                              "epochs": 0.1234}}}}
+    assert report_opt.regime(R) == "180,512 parameters, 20 tokens/parameter, 0.123 epochs"
+    assert report_opt.regime({}) == "no finished runs yet"
