@@ -348,17 +348,53 @@ def result() -> Result:
               "(certified exactly at rational beta, tau = 1..6); tau = 1, 2 in radicals")
 
 
+@cache
+def _float_polys(tau: int):
+    """numpy coefficient pairs (a₀, a₁), value a₀ + βa₁, of π_τ', π_τ and βT_τ − T_{τ+1}
+    (highest degree first), from the sympy expressions."""
+    import numpy as np
+
+    def split(expr):
+        P = sp.Poly(expr, u, beta)
+        deg = sp.degree(expr, u)
+        a0, a1 = np.zeros(deg + 1), np.zeros(deg + 1)
+        for (i, j), co in P.terms():
+            (a0 if j == 0 else a1)[deg - i] += float(co)
+        return a0, a1
+
+    return split(stationary_poly(tau)), split(lobe_p(tau)), split(gamma_num(tau))
+
+
+def lobe_maximum_float(beta_v: float, tau: int) -> tuple[float, float, float]:
+    r"""(u*, p*, γ*) in float64: u* the largest real root of the polynomial :math:`\pi_\tau'`
+    (numpy roots, then Newton steps on it), p* = π_τ(u*), γ* = (βT_τ − T_{τ+1})(u*)/p* − ½."""
+    import numpy as np
+
+    b = float(beta_v)
+    (d0, d1), (p0, p1), (g0, g1) = _float_polys(tau)
+    dpoly = d0 + b * d1
+    r = np.roots(dpoly)
+    us = float(max(x.real for x in r if abs(x.imag) < 1e-9 * max(1.0, abs(x))))
+    ddpoly = np.polyder(dpoly)
+    for _ in range(3):
+        step = np.polyval(dpoly, us) / np.polyval(ddpoly, us)
+        us -= float(step)
+    ps = float(np.polyval(p0 + b * p1, us))
+    gs = float(np.polyval(g0 + b * g1, us) / ps - 0.5)
+    return us, ps, gs
+
+
 def optimal_gamma_closed(beta_v, tau: int) -> tuple[float, float]:
-    r"""(γ*, c*) from the closed form (float64, via :func:`lobe_maximum`); τ ≥ 1."""
+    r"""(γ*, c*) from the closed form (float64, :func:`lobe_maximum_float`); τ ≥ 1."""
     if not (isinstance(tau, int) and tau >= 1):
         raise ValueError(f"tau must be an integer delay >= 1, got {tau!r}")
     b = float(beta_v)
     if not 0.0 <= b < 1.0:
         raise ValueError(f"beta (momentum) must lie in [0, 1), got {beta_v!r}")
-    _, ps, gs = lobe_maximum(sp.Rational(str(b)) if b == b else b, tau)
+    _, ps, gs = lobe_maximum_float(b, tau)
     return gs, ps / (1.0 - b)
 
 
 __all__ = ["TAUS", "beta_one_limits", "certify", "closed_form", "gamma_num", "lobe_maximum",
-           "lobe_p", "numeric_checks", "optimal_gamma_closed", "result", "stationary_poly",
-           "tau2_ustar", "u", "q", "omega"]
+           "lobe_maximum_float", "lobe_p", "numeric_checks", "optimal_gamma_closed", "omega",
+           "q", "result", "stationary_poly", "tau2_ustar", "u"]

@@ -35,8 +35,9 @@ consecutive updates, not their size. (The design's virtual point
 (virtual point), and the same plus :math:`L\eta r` for
 :math:`\frac1K\sum_k \mathbb{E}\|\nabla f(y_k)\|_\dagger`, the average at the real iterates
 :math:`x_{k+\tau}` (step X2). Nesterov as in T1. Worst case (:math:`\delta = 2r`): the delay
-term is :math:`C L\eta r(\tau+1)`, one :math:`C L\eta r` more than T1's :math:`C L\eta r\tau`;
-EF wins when the drift is small (consecutive updates similar). These are comparisons of
+term is :math:`C L\eta r(\tau+1)`, one :math:`C L\eta r` more than T1's
+:math:`C L\eta r\tau`; EF's bound is the lower one when the drift is small (consecutive
+updates similar). These are comparisons of
 *upper bounds*, not of the runs. The comparison at a common point — the iterates
 :math:`x_{k+\tau}` of both runs — is step X6: EF's bound is below T1's iff
 :math:`C\delta < r(C-1)` (:math:`\delta < r/2` for the exact LMO). "EF's virtual-point bound is
@@ -192,19 +193,22 @@ def _steps(nesterov: bool) -> list[Step]:
     steps.append(Step("X4 bound increases with drift", "monotonicity",
                       ge(sp.diff(bv, drift), 0), mono=(bv, drift, 1, None)))
     if not nesterov:
-        steps.append(Step("X5 worst case vs no EF", "identity",
+        steps.append(Step("X5 EF's worst-case bound vs T1's bound", "identity",
                           eq(bv.subs(drift, 2 * r) - t1_statement(False), C * L * eta * r),
-                          r"worst case: one $C L \eta r$ more than T1 (offset $2 \eta r$ against "
-                          r"$\eta r$)"))
+                          r"worst case: EF's upper bound is one $C L \eta r$ above T1's (offset "
+                          r"$2 \eta r$ against $\eta r$); a comparison of upper bounds, not of "
+                          r"the runs"))
         steps.append(Step("X5b virtual-point bound vs T1 (different points)", "identity",
                           eq(bv - t1_statement(False), C * L * eta * (drift - r)),
-                          r"EF's bound at $w_k$ minus T1's at $x_{k+\tau}$: negative iff "
-                          r"$\delta < r$ (a comparison at two different points)"))
+                          r"EF's upper bound at $w_k$ minus T1's at $x_{k+\tau}$: negative iff "
+                          r"$\delta < r$ (upper bounds, at two different points)"))
         bi = statement("iterate", False)
-        steps.append(Step("X6 EF vs no EF at the iterate (common point)", "identity",
+        steps.append(Step("X6 EF's bound vs T1's bound at the iterate (common point)",
+                          "identity",
                           eq(bi - t1_statement(False), L * eta * (C * drift - r * (C - 1))),
-                          r"both bounds at the iterates $x_{k+\tau}$: EF's is below T1's iff "
-                          r"$C\delta < r(C-1)$, i.e. $\delta < r/2$ for the exact LMO ($C = 2$)"))
+                          r"both upper bounds at the iterates $x_{k+\tau}$: EF's is below T1's "
+                          r"iff $C\delta < r(C-1)$, i.e. $\delta < r/2$ for the exact LMO "
+                          r"($C = 2$); which run is better is not decided by two upper bounds"))
     return steps
 
 

@@ -23,8 +23,12 @@ State :math:`(x_t, \dots, x_{t-\tau-1}, \mu_{t-1})` (τ+3 entries). In z,
 step N1.τ (checked symbolically for τ = 1, 2, 3 with β, κ, p free): the EF(γ) polynomial of
 T3 at γ = κ. So the critical step is :math:`c^*_{\rm Nesterov}(\beta,\tau) =
 c^*(\beta, \tau, \gamma = \kappa_\tau(\beta))` of ``theory.stability`` (closed form for τ = 1,
-root locus for τ ≥ 2) and, by T3[τ=1, EF(γ*)] (γ* maximises c* over *all* γ), never exceeds
-EF(γ*)'s. :func:`comparison` tabulates it against no correction, EF (γ = 1) and EF(γ*).
+root locus for τ ≥ 2). It never exceeds EF(γ*)'s, and that is true by definition: γ*
+maximises c* over *all* γ (T3[EF(gamma*), every tau]), κ is one γ. :func:`comparison`
+tabulates it against no correction, EF (γ = 1) and EF(γ*) at a few β; :func:`fine_comparison`
+measures on a fine β grid what holds between those points — the largest gap to EF(γ*), and
+the β intervals where the look-ahead is *below* the paper's EF (it is not above EF
+everywhere: for each τ = 1, 2, 3 there is one such interval at moderate β).
 """
 
 from __future__ import annotations
@@ -102,6 +106,63 @@ def comparison(betas=BETAS, taus=TAUS) -> list[dict]:
     return rows
 
 
+def _crossing(f, lo: float, hi: float) -> float:
+    """A sign change of f on [lo, hi] by bisection (to 1e-12)."""
+    flo = f(lo)
+    while hi - lo > 1e-12:
+        mid = 0.5 * (lo + hi)
+        if (f(mid) > 0) == (flo > 0):
+            lo, flo = mid, f(mid)
+        else:
+            hi = mid
+    return 0.5 * (lo + hi)
+
+
+def fine_comparison(tau: int, n: int = 1999, beta_max: float = 0.999,
+                    split: float = 0.95) -> dict:
+    r"""Nesterov against EF and EF(γ*) on n equispaced β in [0, ``beta_max``] (τ ≥ 1).
+
+    Returns ``gap_max`` / ``gap_beta``: the largest relative shortfall
+    :math:`1 - c^*_N/c^*_{EF(\gamma^*)}` and its β; ``gap_max_low`` / ``gap_beta_low``: the
+    same over β ≤ ``split``; ``below_ef``: the β intervals where :math:`c^*_N < c^*_{EF}`
+    (endpoints refined by bisection); ``ratio_min`` / ``ratio_beta``: the smallest
+    :math:`c^*_N/c^*_{EF}`; ``above_ef_gamma_star``: the number of grid points where
+    Nesterov beats EF(γ*) (0 by definition of γ*)."""
+    import numpy as np
+
+    bs = np.linspace(0.0, beta_max, n)
+    cn = np.array([critical_step_nesterov(b, tau) for b in bs])
+    ce = np.array([critical_step(b, tau, True) for b in bs])
+    cg = np.array([optimal_gamma(b, tau)[1] for b in bs])
+    gap = 1.0 - cn / cg
+    low = bs <= split
+    i, il = int(np.argmax(gap)), int(np.argmax(np.where(low, gap, -np.inf)))
+
+    def diff(b):
+        return critical_step_nesterov(b, tau) - critical_step(b, tau, True)
+
+    below, k = [], 0
+    neg = cn < ce
+    while k < n:
+        if neg[k]:
+            m = k
+            while m + 1 < n and neg[m + 1]:
+                m += 1
+            a = _crossing(diff, bs[k - 1], bs[k]) if k > 0 else 0.0
+            b = _crossing(diff, bs[m], bs[m + 1]) if m + 1 < n else float(bs[m])
+            below.append((float(a), float(b)))
+            k = m + 1
+        else:
+            k += 1
+    r = cn / ce
+    j = int(np.argmin(r))
+    return {"tau": tau, "n": n, "beta_max": beta_max, "split": split,
+            "gap_max": float(gap[i]), "gap_beta": float(bs[i]),
+            "gap_max_low": float(gap[il]), "gap_beta_low": float(bs[il]),
+            "below_ef": below, "ratio_min": float(r[j]), "ratio_beta": float(bs[j]),
+            "above_ef_gamma_star": int(np.sum(cn > cg * (1 + 1e-9)))}
+
+
 def _steps() -> list[Step]:
     lam = sp.Symbol("lambda")
     out = []
@@ -127,8 +188,9 @@ def _steps() -> list[Step]:
              r"$c^* = \min(p_f, p_g)/(1-\beta)$ for every $\gamma \ge 0$"),
         Step(r"N4 no better than EF($\gamma^*$)", "cited",
              sp.Le(sp.Symbol("c^*_N"), sp.Symbol(r"c^*_{EF(\gamma^*)}")),
-             r"T3[$\tau=1$, EF($\gamma^*$)]: $\gamma^*$ maximises $c^*$ over all real "
-             r"$\gamma$; for $\tau \ge 2$ :func:`optimal_gamma` is certified the same way"),
+             r"true by definition: $\gamma^*$ maximises $c^*$ over all real $\gamma$ "
+             r"(T3[$\tau=1$, EF($\gamma^*$)]; every $\tau$: T3[EF($\gamma^*$), every "
+             r"$\tau$]) and $\kappa$ is one $\gamma$"),
     ]
     return out
 
@@ -152,4 +214,5 @@ def result() -> Result:
 
 
 __all__ = ["BETAS", "TAUS", "char_poly_expr", "comparison", "critical_step_nesterov",
+           "fine_comparison",
            "kappa", "lookahead", "result", "state_matrix"]

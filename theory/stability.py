@@ -902,11 +902,22 @@ def _virtual_steps() -> list[Step]:
         steps.append(Step(rf"V2.{tau} offset for $\tau = {tau}$", "identity", eq(x_old - v_t, off),
                           r"$e_t = x_{t-\tau} - v_t = \sum_{i=1}^{\tau}(u_{t-i} - u_{t-\tau-1}) + "
                           r"(\tau - \gamma)\,u_{t-\tau-1}$"))
+    for tau in (1, 2, 3):
+        # d_k = u_k − u_{k−1} (us[k] − us[k−1]); u_{t−i} − u_{t−τ−1} telescopes into τ+1−i of them
+        lhs = sum(us[5 - i] - us[4 - tau] for i in range(1, tau + 1))
+        rhs = sum(us[k] - us[k - 1] for i in range(1, tau + 1) for k in range(5 - tau, 6 - i))
+        n_terms = sum(1 for i in range(1, tau + 1) for _ in range(5 - tau, 6 - i))
+        plural = "s" if n_terms > 1 else ""
+        steps.append(Step(rf"V3.{tau} the offset's first sum is {n_terms} drift{plural}, "
+                          rf"$\tau = {tau}$", "identity", eq(lhs, rhs),
+                          r"$u_{t-i} - u_{t-\tau-1} = \sum_{k=t-\tau}^{t-i}(u_k - u_{k-1})$: "
+                          r"$\tau + 1 - i$ drifts each"))
     steps += [
-        Step(r"V3 telescoping: $u_{t-i} - u_{t-\tau-1}$ is a sum of $\tau+1-i$ drifts", "identity",
-             eq(sp.Sum(sp.Symbol("tau") + 1 - j, (j, 1, sp.Symbol("tau"))).doit(),
+        Step(r"V3 the drift count: $\sum_{i=1}^{\tau}(\tau+1-i) = \tau(\tau+1)/2$", "sum",
+             eq(sp.Sum(sp.Symbol("tau") + 1 - j, (j, 1, sp.Symbol("tau"))),
                 sp.Symbol("tau") * (sp.Symbol("tau") + 1) / 2),
-             r"$\sum_{i=1}^{\tau}(\tau+1-i) = \tau(\tau+1)/2$"),
+             r"so $\|\sum_i (u_{t-i} - u_{t-\tau-1})\| \le \tfrac{\tau(\tau+1)}{2}\delta$",
+             induction_var=sp.Symbol("tau")),
         Step("V4 triangle inequality", "cited",
              le(sp.Symbol(r"\|e_t\|"), sp.Symbol("tau") * (sp.Symbol("tau") + 1) / 2 * drift
                 + sp.Abs(sp.Symbol("tau") - g_) * eta),

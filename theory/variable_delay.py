@@ -29,11 +29,13 @@ steps after all blocks are active,
     + L\eta r\big(\tfrac{1-\alpha}{\alpha} + \tau_{\mathrm{eff}}\big)\Big)\\
     &\qquad + \frac{(1-\alpha)(E_0 + L\eta r(\tau_{\mathrm{eff}} - \tau_{\min}))}{\alpha K}\Big).
 
-Uniform delays reduce it to T1 (step W8). The delay penalty is
-:math:`C L\eta r\,\tau_{\mathrm{eff}}`: 2BW pays :math:`\tau = 1` at every depth; PipeDream
-pays :math:`\tau_{\mathrm{eff}} = (P-1)/2` for equal block smoothness and up to
+Uniform delays reduce it to T1 (step W8). The delay term of the bound is
+:math:`C L\eta r\,\tau_{\mathrm{eff}}`: 2BW's bound carries :math:`\tau = 1` at every depth;
+PipeDream's carries :math:`\tau_{\mathrm{eff}} = (P-1)/2` for equal block smoothness and up to
 :math:`\tau_{\max} = P-1` (when the early stages dominate :math:`L`), i.e. it grows linearly
-with depth (step W12) — why depth hurts PipeDream and not 2BW. Without knowledge of the
+with depth (step W12), and from P = 3 it exceeds 2BW's (step W13c). These compare *upper
+bounds*: they say why depth raises PipeDream's guarantee and not 2BW's, not that a PipeDream
+run loses more than a 2BW run (that is measured, not bounded). Without knowledge of the
 :math:`L_s`, use :math:`\tau_{\mathrm{eff}} = \tau_{\max}` (valid for any split, step W10).
 Nesterov: as in T1.
 """
@@ -259,10 +261,11 @@ def _steps(nesterov: bool) -> list[Step]:
                 r"the bound depends on $P$ only through the per-stage delays; for 2BW they are "
                 r"all 1 (W13), so it is T1's bound at $\tau = 1$ at every depth")
     p3 = sp.Symbol("P_minus_3", nonnegative=True)
-    w13c = Step("W13c PipeDream pays more than 2BW from $P = 3$", "inequality",
+    w13c = Step("W13c PipeDream's upper bound is at least 2BW's from $P = 3$", "inequality",
                 ge(pd - tb, 0),
                 r"equal $L_s$: $\tau_{\text{eff}} = (P-1)/2 \ge 1$, $\tau_{\max} - \tau_{\min} = "
-                r"P - 1 \ge 0$; every term of the bound is non-decreasing in them (W9)",
+                r"P - 1 \ge 0$; every term of the bound is non-decreasing in them (W9). A "
+                r"comparison of the two upper bounds, not of the runs",
                 domain={**DOMAIN_T4, Pn: 3 + p3})
     steps += [w1, w2, w3a, w3, d_ls, d_te, d_g, d_cs, w5, w6a, w6b, w6c, w6d, w6e, w6f, w6, w7,
               w8, w9, w10, w11, w12, w13, w13b, w13c]

@@ -115,7 +115,10 @@ PROBES = {
     "P9": (_p9, "theory"),
 }
 SIDE = {name: side for name, (_, side) in PROBES.items()}
-SIDE.update({"P6.model": "identity", "P6.orbit": "theory", "P6.bound": "theory"})
+SIDE.update({"P6.model": "identity", "P6.orbit": "theory", "P6.bound": "theory",
+             # verify/test_nesterov.py: T3[Nesterov]'s edge, and theory's look-ahead polynomial
+             # det(zI - A) (step N1) annihilating production's parameter sequence
+             "P5-nesterov": "theory", "P5-nesterov.N1": "theory"})
 
 
 def _run_probe(name, system) -> tuple[bool, str]:
