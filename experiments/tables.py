@@ -272,6 +272,8 @@ TABLES: dict[str, Table] = {t.id: t for t in (
           render=_W + "section_h4"),
     Table("h5", "H5 — Adan's β's and lr", _h5, (0, 1), prediction=_WHY,
           render=_W + "section_h5"),
+    Table("zero-gap", "The zero-gap table: the best correction against sync", None,
+          render="report_zero_gap:section_zero_gap", reads=("1", "opt-claims")),
     Table("gpu", "GPU tier — Table 1 at about 20 tokens per parameter", _gpu, (0, 1),
           (2, 3, 4), prediction="GPU protocol", render=None),  # report_gpu builds the page
     Table("gpu135", "GPU runbook — smollm-135m on one H200", _gpu135, (0,),
@@ -279,9 +281,10 @@ TABLES: dict[str, Table] = {t.id: t for t in (
 )}
 TABLES.update({t.id: t for t in __import__("tables_opt").tables()})  # the compute-optimal ladder
 # The order of the sections of a tier's tables.md (a table shows when the tier runs it, or,
-# for a table without cells, every table it reads); gpu135 shows wherever its results exist.
-REPORT_ORDER = ("lr", "1", "2", "3", "4", "5", "6", "7", "efg", "efg-beta", "efg-depth", "nag",
-                "wpipe", "h1", "h2", "h3", "h4", "h5", "gpu135")
+# for a table without cells, any table it reads); gpu135 shows wherever its results exist.
+REPORT_ORDER = ("opt-lr", "opt-claims", "lr", "1", "zero-gap", "opt-more", "opt-tokens", "2", "3",
+                "4", "5", "6", "7", "efg", "efg-beta", "efg-depth", "nag", "wpipe", "h1", "h2",
+                "h3", "h4", "h5", "gpu135")
 
 
 def get(table: str, choices=()) -> Table:
@@ -305,10 +308,11 @@ def extra_seeds(table: str) -> tuple[int, ...]:
 
 
 def shown(table: str, tier) -> bool:
-    """Whether ``tier``'s report renders ``table`` (see :data:`REPORT_ORDER`)."""
+    """Whether ``tier``'s report renders ``table`` (see :data:`REPORT_ORDER`): a table with
+    cells when the tier runs it, one without when the tier runs any table it reads."""
     t = TABLES[table]
     if t.cells is None:
-        return all(r in tier.table_order for r in t.reads)
+        return any(r in tier.table_order for r in t.reads)
     return table in tier.table_order
 
 

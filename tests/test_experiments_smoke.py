@@ -67,10 +67,14 @@ def test_report_from_synthetic_results(tmp_path):
     assert "## Table 1" in md and "## Table 6" in md
     # AdamW: gap 0.1, EF leaves 0.05 → 50 % recovered; paired gap identical for both seeds.
     row = next(line for line in md.splitlines() if line.startswith("| AdamW | 0.01 |"))
-    assert "0.100 ± 0.000 (n=2)" in row and "50 %" in row
+    assert row == "| AdamW | 0.01 | 3.005 ± 0.007 | 3.105 ± 0.007 | 3.055 ± 0.007 | 50 % (50, 50) |"
+    assert "| optimizer | lr | sync (n=2) | async (2BW, τ = 1) (n=2) |" in md  # n in the header
+    assert "| AdamW | async − sync | +0.100 ± 0.000 | [+0.100, +0.100] | 2/2 | worse |" in md
     assert "diverged (1/1)" in md
     assert "Pearson correlation" in md
-    assert "## GPU runbook" in md and "| Muon | 3.000 (n=1) | 3.200 (n=1) | 3.100 (n=1)" in md
+    assert "## GPU runbook" in md and "| Muon | 3.000 | 3.200 | 3.100 | 50 % (50) |" in md
+    assert "## The zero-gap table" in md
+    assert max(line.count("|") - 1 for line in md.splitlines() if line.startswith("|")) <= 7
     figs = sorted(p.name for p in (tmp_path / "out" / "figures").glob("*.png"))
     assert "table1_val_curves.png" in figs and "table6_drift_vs_recovered.png" in figs
 
@@ -176,8 +180,9 @@ def test_small_tier_has_its_own_files_and_tables(tmp_path, capsys):
     assert "experiments/small/results/*.json" in md
     assert "## Table 4" not in md and "## Table 7" not in md
     # flatness row of the two synchronous Muon runs, with the 2×-steps run against seed 0
-    row = next(line for line in md.splitlines() if line.startswith("| Muon | 2 | "))
-    assert row.endswith("| 2.900 (-0.100 vs 3.000) |")
+    row = next(line for line in md.splitlines() if line.startswith("| Muon | 0.1")
+               and "vs" in line)  # the second flatness table: drops, then the 2× run
+    assert row.endswith("| 2.900 (−0.100 vs 3.000) |")
     cells = sweep.table_cells("1", SMALL)
     assert {c.base for c in cells} == {"small.toml"}
     assert SMALL.mitigations["cooldown"]["delay.sync_cooldown"] == "50"  # 10 % of 500 steps
@@ -280,7 +285,7 @@ def test_sigterm_stops_the_sweep_and_leaves_nothing_behind(tmp_path):
     assert list(results.iterdir()) == []  # no lock, no half-written or finished result
 
 
-def test_issue_20_21_tables_from_synthetic_results(tmp_path):
+def test_efg_and_why_gap_tables_from_synthetic_results(tmp_path):
     """EF(γ*) depth, H1/H2 (gap vs lr, each mode at its own lr), H3 (re-tuned lr, T2's drift)
     and H4 from synthetic results: cells not run show "—", shares are paired by seed."""
     R = {}
@@ -310,27 +315,32 @@ def test_issue_20_21_tables_from_synthetic_results(tmp_path):
     for f, v in ((0.5, 3.2), (1.0, 3.0), (2.0, 3.1)):
         add(f"muon-sync-beta0.8-lrx{f:g}", 0, v)
     md = report.table_h1(R)
-    row = next(ln for ln in md.splitlines() if ln.startswith("| AdamW | 1 |"))
-    assert "1.000 ± 0.000 (n=2)" in row and "50 % (50, 50; n=2)" in row
+    assert ("| AdamW | 1 | 0.01 | 3.000 ± 0.000 | 4.000 ± 0.000 | 3.500 ± 0.000 | 50 % (50, 50) |"
+            in md)
+    assert "| AdamW | 1 | async − sync | +1.000 ± 0.000 | [+1.000, +1.000] | 2/2 | worse |" in md
+    assert "| AdamW | 1 | EF − sync | +0.500 ± 0.000 |" in md
     assert "| AdamW | 1/4 | — | — |" in md and "| Muon | 1/8 | — |" in md
     assert report.h2_best(R, "adamw", "sync") == (1.0, 2)  # lower loss at lr*
     assert report.h2_best(R, "adamw", "async") == (0.125, 2)
-    h2 = next(ln for ln in report.table_h2(R).splitlines() if ln.startswith("| AdamW"))
-    assert h2.startswith("| AdamW | 1 (2 of 4) | 1/8 (2 of 4) | 1/8 (2 of 4) | 1.000 ± 0.000")
-    assert "| 0.500 ± 0.000 (n=2) |" in h2  # tuned: async at lr*/8 (3.5) − sync at lr* (3.0)
+    h2 = report.table_h2(R)
+    # tuned EF: (3.5 − 3.4)/(3.5 − 3.0) with async and EF at lr*/8, sync at lr*
+    assert "| AdamW | 1 (2 of 4) | 1/8 (2 of 4) | 1/8 (2 of 4) | 20 % (20, 20) |" in h2
+    # tuned: async at lr*/8 (3.5) − sync at lr* (3.0)
+    assert "| AdamW | async − sync, tuned | +0.500 ± 0.000 |" in h2
     depth = report.table_efg_depth(R)
-    p4 = next(ln for ln in depth.splitlines() if ln.startswith("| 4 |"))
-    assert "50 % (50, 50; n=2)" in p4 and "65 % (75, 55; n=2)" in p4
-    assert p4.endswith("| 0.400 ± 0.000 (n=2) | 50 % (50, 50; n=2) | 65 % (75, 55; n=2) | "
-                       "+15 ± 14 pp (n=2) |")
+    # share differences +25, +5 pp: sd 14.1, t_{0.975,1} = 12.706, half-width 127
+    assert "| 4 | 50 % (50, 50) | 65 % (75, 55) | +15 ± 14 pp [−112, +142], 2/2 |" in depth
+    assert "| 4 | EF(γ*) − EF | −0.060 ± 0.057 | [−0.568, +0.448] | 2/2 | within noise |" in depth
+    assert "| 4 | PipeDream − 2BW | +0.400 ± 0.000 |" in depth
     assert "| 8 | — | — | — | — |" in depth
     tier = TINY.at(results=tmp_path / "results")
     h3 = report.table_h3(R, tier)
-    row = next(ln for ln in h3.splitlines() if ln.startswith("| Muon | 0.8 |"))
-    assert "| 3.200 / 3.000 / 3.100 | × 1 |" in row
-    assert row.endswith("| 0.750 ± 0.071 (n=2) | 0.500 ± 0.000 (n=2) |")
+    assert "| Muon | 0.8 | 3.200 / 3.000 / 3.100 | × 1 |" in h3
+    assert ("| Muon | 0.8 | 3.000 ± 0.000 | 3.100 ± 0.000 | 0.750 ± 0.071 | 0.500 ± 0.000 |"
+            in h3)
     assert "| Muon | 0.9 | — / — / — | — |" in h3
-    assert "| AdamW | 300 | 3.000 ± 0.000 (n=2) |" in report.table_h4(R, tier)
+    assert "| AdamW | 300 | 3.000 ± 0.000 | 4.000 ± 0.000 | 3.500 ± 0.000 |" in report.table_h4(
+        R, tier)
     # h3's cells depend on h3-tune: before it has finished, progress says so instead of failing
     rows = {ln.split(" | ")[0][2:]: ln for ln in report.progress(R, tier).splitlines()
             if ln.startswith("| ")}
@@ -353,16 +363,21 @@ def test_h5_table_reads_every_adan_grid_paired_by_seed():
         add("adan-sync-b98-lr0.01", s, 3.2)
         add("adan-async-b98-lr0.01", s, 3.3)
     add("adan-async", 2, 99.0)
-    rows = [ln for ln in report.table_h5(R).splitlines() if ln.startswith("| 0.")]
+    losses, _, cmp = report.table_h5(R).split("\n\n")  # losses, a caption, comparisons
+    rows = [ln for ln in losses.splitlines() if ln.startswith("| 0.")]
     assert len(rows) == len(report.H1_FRACTIONS) + 5
+    assert len([ln for ln in cmp.splitlines() if ln.startswith("| 0.")]) == len(rows)
     star = next(ln for ln in rows if ln.startswith("| 0.9, 0.92, 0.99 (Table 1, H1) | 0.01 |"))
-    assert "| 1.000 ± 0.000 (n=2) | 45 % (50, 40; n=2) |" in star
+    assert star.endswith("| 3.000 ± 0.000 | 4.000 ± 0.000 | 3.550 ± 0.071 | 45 % (50, 40) |")
+    assert ("| 0.9, 0.92, 0.99 (Table 1, H1) | 0.01 | +1.000 ± 0.000 | [+1.000, +1.000] | 2/2 "
+            "| worse |") in cmp
     b98 = next(ln for ln in rows if ln.startswith("| 0.98, 0.92, 0.99 (reference) | 0.01 |"))
-    assert "| 3.200 ± 0.000 (n=2) | 3.300 ± 0.000 (n=2) | — | 0.100 ± 0.000 (n=2) | — |" in b98
+    assert b98.endswith("| 3.200 ± 0.000 | 3.300 ± 0.000 | — | — |")
+    assert "| 0.98, 0.92, 0.99 (reference) | 0.01 | +0.100 ± 0.000 |" in cmp
     assert "| 0.02, 0.08, 0.01 (Alg. 1 as torch β's) | 0.001 | — |" in "\n".join(rows)
 
 
-def test_issue_23_tables_from_synthetic_results(tmp_path, monkeypatch):
+def test_nag_and_wpipe_tables_from_synthetic_results(tmp_path, monkeypatch):
     """Tables nag and wpipe (issue 23) from synthetic results: cells not run show "—", shares
     and the gap ratio are on the seed means with the seeds' own values in parentheses, the
     Nesterov − EF(γ*) column is paired by seed; both sections and nag_depth.png are written."""
@@ -384,16 +399,19 @@ def test_issue_23_tables_from_synthetic_results(tmp_path, monkeypatch):
         add("deep-adamw-wpipe-P4", s, 3.1)  # gap ratio 0.25
         add("deep-adamw-wpipe-P4-ef", s, 3.05)  # EF recovers 50 % of WPipe's gap
     nag = report.table_nag(R)
-    row = next(ln for ln in nag.splitlines() if ln.startswith("| Muon | 2BW (1,1,1,1) |"))
-    assert row.endswith("| 0.400 ± 0.000 (n=2) | 50 % (50, 50; n=2) | 65 % (75, 55; n=2) | "
-                        "75 % (75, 75; n=2) | −0.040 ± 0.057 (n=2) |")
-    assert "| Muon | PipeDream (3,2,1,0) | 4.000 ± 0.000 (n=2) | — | — | — | — | — |" in nag
-    assert "| AdamW | PipeDream (3,2,1,0) | 3.000 ± 0.000 (n=2) | — |" in nag
+    assert ("| Muon | 2BW (τ = 1,1,1,1) | 4.400 ± 0.000 | 4.200 ± 0.000 | 4.140 ± 0.057 | "
+            "4.100 ± 0.000 |") in nag
+    assert "| Muon | 2BW (τ = 1,1,1,1) | 50 % (50, 50) | 65 % (75, 55) | 75 % (75, 75) |" in nag
+    # Nesterov − EF(γ*) per seed: 0 and −0.08; one seed negative, one tied
+    assert ("| Muon | 2BW (τ = 1,1,1,1) | Nesterov − EF(γ*) | −0.040 ± 0.057 | [−0.548, +0.468] "
+            "| 1/2 | within noise |") in nag
+    assert "| Muon | PipeDream (τ = 3,2,1,0) | — | — | — | — |" in nag
+    assert "| AdamW | PipeDream (τ = 3,2,1,0) | — | — | — | — |" in nag
     wp = report.table_wpipe(R)
-    row = next(ln for ln in wp.splitlines() if ln.startswith("| AdamW |"))
-    assert row.endswith("| 0.100 ± 0.000 (n=2) | 0.400 ± 0.000 (n=2) | 50 % (50, 50; n=2) | — "
-                        "| 0.25 (0.25, 0.25; n=2) |")
-    assert "| Muon | 4.000 ± 0.000 (n=2) | — | — | 4.400 ± 0.000 (n=2) |" in wp
+    assert "| AdamW | 3.000 ± 0.000 | 3.100 ± 0.000 | 3.050 ± 0.000 | 3.400 ± 0.000 | — |" in wp
+    assert "| AdamW | 50 % (50, 50) | — | 0.25 (0.25, 0.25) |" in wp
+    assert "| AdamW | WPipe − 2BW | −0.300 ± 0.000 | [−0.300, −0.300] | 2/2 | better |" in wp
+    assert "| Muon | 4.000 ± 0.000 | — | — | 4.400 ± 0.000 | 4.200 ± 0.000 |" in wp
     monkeypatch.setitem(report._R_CACHE, "tiny", R)
     assert report.number("tiny/rec/deep-sync/deep-2bw-P4/deep-2bw-P4-nag") == "75 %"
     assert report.number("tiny/recseeds/deep-sync/deep-2bw-P4/deep-2bw-P4-efg") == "75, 55"
@@ -401,9 +419,8 @@ def test_issue_23_tables_from_synthetic_results(tmp_path, monkeypatch):
         "tiny/gapratio/deep-adamw-sync/deep-adamw-wpipe-P4/deep-adamw-2bw-P4") == "0.25"
     assert report.number("tiny/gapratio/deep-sync/deep-wpipe-P4/deep-2bw-P4") == "—"
     assert report.number("tiny/gap/deep-2bw-P4-efg/deep-2bw-P4-nag") == "−0.040 ± 0.057"
-    md = report.issue21_sections(R, TINY.at(results=tmp_path / "results",
-                                            root=tmp_path / "out"))[0]
-    text = "\n".join(md)
-    assert "## Delay corrections at depth (issue 23, table nag)" in text
-    assert "## WPipe against 2BW (issue 23, table wpipe)" in text
+    tier = TINY.at(results=tmp_path / "results", root=tmp_path / "out")
+    text = "\n".join(report.sections(R, tier)[0])
+    assert "## Delay corrections at depth\n" in text and "## WPipe against 2BW\n" in text
+    assert "issue" not in text  # reader-facing: no builder's references
     assert (tmp_path / "out" / "figures" / "nag_depth.png").is_file()

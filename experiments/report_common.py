@@ -1,0 +1,261 @@
+r"""What every table of the report shares: reading the results, one cell's seed values, and the
+three ways a table states a number, all through ``stats.py``:
+
+- a cell's final validation loss, mean ± sd over its seeds; the column header carries n
+  (a cell whose n differs from its column's says so: "(n=1)");
+- a paired difference of two cells, :math:`\bar d` ± :math:`s_d` with its 95 % t-interval,
+  how many seeds go the way of the mean, and the verdict of ``stats.verdict``;
+- the share of a gap a correction recovers, ``stats.share`` on the seed means (the seeds' own
+  shares in parentheses).
+
+A diverged run counts as +∞: a cell with one shows "diverged (k/n)", a difference with one
+shows "—".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import re
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+
+import stats  # noqa: E402
+import tables  # noqa: E402
+import tables_cells as tc  # noqa: E402
+
+PAPER_360M = {  # the paper's 360M results, final val loss (sync, async, async+EF)
+    "muon": (2.578, 2.590, 2.583),
+    "adamw": (2.612, 2.890, 2.640),
+    "soap": (2.581, 2.608, 2.590),
+    "adan": (2.641, 2.651, None),
+}
+LABEL = {"adamw": "AdamW", "muon": "Muon", "soap": "SOAP", "adan": "Adan", "lion": "Lion",
+         "mars": "MARS"}
+MIT_LABEL = {"async": "async (no mitigation)", "syncstart": "sync start (10 %)",
+             "cooldown": "sync cooldown (10 %)", "taylor": "Taylor (λ = 0.1)",
+             "ef": "EF", "efcooldown": "EF + sync cooldown", "efg": "EF(γ*)",
+             "nag": "Nesterov"}
+
+
+def load_results(results: Path) -> dict[str, dict[int, dict]]:
+    """cell → seed → record (all statuses)."""
+    out: dict[str, dict[int, dict]] = {}
+    for f in sorted(results.glob("*.json")):
+        try:
+            r = json.loads(f.read_text())
+        except (OSError, json.JSONDecodeError):
+            continue
+        if "cell" in r and "seed" in r:
+            out.setdefault(r["cell"], {})[int(r["seed"])] = r
+    return out
+
+
+def _val(rec: dict) -> float:
+    v = rec.get("final", {}).get("val_loss")
+    return v if (rec.get("status") == "ok" and v is not None) else math.inf
+
+
+def vals(R, cell: str, seeds=None) -> dict[int, float]:
+    """seed → final val loss (inf if diverged) of ``cell`` (restricted to ``seeds``)."""
+    got = R.get(cell, {})
+    return {s: _val(r) for s, r in got.items() if seeds is None or s in seeds}
+
+
+def minus(text: str) -> str:
+    """Typographic minus, and no negative zero ("−0 %" reads as a loss)."""
+    if re.fullmatch(r"-0(\.0+)?( %)?", text):
+        text = text[1:]
+    return text.replace("-", "−")
+
+
+def _finite(xs) -> bool:
+    return all(math.isfinite(x) for x in xs)
+
+
+# -- values that carry their n ------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class Val:
+    """A table entry over n seeds; :func:`grid` moves n into the column header."""
+
+    text: str
+    n: int | None = None
+
+    def __str__(self) -> str:
+        return self.text if self.n is None else f"{self.text} (n={self.n})"
+
+
+def summary_text(xs: list[float], digits: int = 3) -> str:
+    """mean ± sd of ``xs`` (``stats.summary``); "—" empty, "diverged (k/n)" with a +∞."""
+    if not xs:
+        return "—"
+    if not _finite(xs):
+        return f"diverged ({sum(not math.isfinite(x) for x in xs)}/{len(xs)})"
+    return minus(stats.summary(xs).fmt(digits))
+
+
+def values(xs: list[float], digits: int = 3) -> Val:
+    return Val(summary_text(xs, digits), len(xs) or None)
+
+
+def loss(R, cell: str, seeds=None, digits: int = 3) -> Val:
+    """The final val loss of ``cell``, mean ± sd over its seeds."""
+    return values(list(vals(R, cell, seeds).values()), digits)
+
+
+def grid(head: list[str], rows: list[list]) -> str:
+    """A Markdown table; a column of :class:`Val` gets the n most of its entries have in its
+    header ("sync (n=3)"), an entry with another n keeps its own."""
+    ncols = len(head)
+    head = list(head)
+    common: list[int | None] = [None] * ncols
+    for j in range(ncols):
+        ns = [r[j].n for r in rows if isinstance(r[j], Val) and r[j].n is not None]
+        if ns:
+            common[j] = max(set(ns), key=lambda k: (ns.count(k), k))
+            head[j] = f"{head[j]} (n={common[j]})"
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * ncols]
+    for r in rows:
+        out = []
+        for j, x in enumerate(r):
+            if isinstance(x, Val):
+                out.append(x.text if x.n in (None, common[j]) else str(x))
+            else:
+                out.append(str(x))
+        lines.append("| " + " | ".join(out) + " |")
+    return "\n".join(lines)
+
+
+# -- paired differences ------------------------------------------------------------------------
+def pair(R, x: str, y: str, seeds=None) -> stats.Paired | None:
+    """The paired difference x − y of two cells' final val losses over the seeds both have
+    (restricted to ``seeds``); None when they share no seed or one diverged."""
+    vx, vy = vals(R, x, seeds), vals(R, y, seeds)
+    common = set(vx) & set(vy)
+    if not common or not _finite([vx[k] for k in common] + [vy[k] for k in common]):
+        return None
+    return stats.paired(vx, vy)
+
+
+def diffs(R, base: str, other: str, seeds=None) -> list[float]:
+    """Per-seed other − base over the seeds both have (restricted to ``seeds``; seed order)."""
+    vb, vo = vals(R, base, seeds), vals(R, other, seeds)
+    return [vo[s] - vb[s] for s in sorted(set(vb) & set(vo))]
+
+
+def diff_val(R, base: str, other: str, seeds=None, digits: int = 3) -> Val:
+    """other − base, paired by seed: signed mean ± sd (n)."""
+    d = diffs(R, base, other, seeds)
+    if not d:
+        return Val("—")
+    if not _finite(d):
+        return Val(f"diverged ({sum(not math.isfinite(x) for x in d)}/{len(d)})", len(d))
+    s = stats.summary(d)
+    sd = "" if s.sd is None else f" ± {s.sd:.{digits}f}"
+    return Val(minus(f"{s.mean:+.{digits}f}{sd}"), s.n)
+
+
+def interval_text(p: stats.Paired | None, digits: int = 3) -> str:
+    """"[lo, hi]" of the paired 95 % t-interval; "—" without one (n < 2)."""
+    if p is None or p.lo is None:
+        return "—"
+    return minus(f"[{p.lo:+.{digits}f}, {p.hi:+.{digits}f}]")
+
+
+def agreeing(p: stats.Paired | None) -> str:
+    """How many seeds go the way of the mean, "3/3"."""
+    if p is None:
+        return "—"
+    k = p.negative if p.mean < 0 else p.positive
+    return f"{k}/{p.n}"
+
+
+def verdict(p: stats.Paired | None, margin: float = 0.0) -> str:
+    """``stats.verdict`` of x − y (lower loss is better): "better" (x lower), "worse", "within
+    noise", "too few seeds"; "—" without a comparison."""
+    return "—" if p is None else stats.verdict(p, margin)
+
+
+COMPARE_HEAD = ["difference", "95 % interval", "seeds agreeing", "verdict"]
+
+
+def compare_cells(R, x: str, y: str, seeds=None, digits: int = 3) -> list:
+    """The four entries of :data:`COMPARE_HEAD` for x − y."""
+    p = pair(R, x, y, seeds)
+    return [diff_val(R, y, x, seeds, digits), interval_text(p, digits), agreeing(p), verdict(p)]
+
+
+# -- shares ------------------------------------------------------------------------------------
+def share(R, s: str, a: str, c: str, seeds=None) -> tuple[float | None, dict[int, float]]:
+    """(% on the seed means, % per seed) of the gap a − s that c recovers (``stats.share``);
+    (None, {}) when a cell diverged or the gap is zero."""
+    vs, va, vc = (vals(R, x, seeds) for x in (s, a, c))
+    common = set(vs) & set(va) & set(vc)
+    if not common or not _finite([v[k] for v in (vs, va, vc) for k in common]):
+        return None, {}
+    on_means, per = stats.share(vs, va, vc)
+    per = {k: 100.0 * x for k, x in per.items() if abs(va[k] - vs[k]) >= 1e-12}
+    if on_means is None or abs(_mean(va, common) - _mean(vs, common)) < 1e-12:
+        return None, per
+    return 100.0 * on_means, per
+
+
+def _mean(v: dict, keys) -> float:
+    return sum(v[k] for k in keys) / len(keys)
+
+
+def share_val(R, s: str, a: str, c: str, seeds=None) -> Val:
+    """"NN % (per-seed shares)" with n."""
+    x, per = share(R, s, a, c, seeds)
+    if x is None:
+        return Val("—")
+    each = ", ".join(f"{p:.0f}" for p in per.values())
+    return Val(minus(f"{x:.0f} % ({each})"), len(per))
+
+
+def share_diff(R, s: str, a: str, c1: str, c2: str, seeds=None) -> stats.Paired | None:
+    """The paired per-seed share of c2 minus that of c1 (percentage points)."""
+    _, s1 = share(R, s, a, c1, seeds)
+    _, s2 = share(R, s, a, c2, seeds)
+    if not set(s1) & set(s2):
+        return None
+    return stats.paired(s2, s1)
+
+
+def pct(x: float | None) -> str:
+    return "—" if x is None else minus(f"{x:.0f} %")
+
+
+def lr_of(R, cell: str) -> str:
+    for r in R.get(cell, {}).values():
+        return f"{r['config']['optimizer']['lr']:g}"
+    return "—"
+
+
+def drift(R, cell: str) -> list[float]:
+    """ρ̄ (``drift.mean``) of the finished runs of ``cell``."""
+    return [r["drift"]["mean"] for r in R.get(cell, {}).values()
+            if r.get("status") == "ok" and r.get("drift", {}).get("mean") is not None]
+
+
+def spectral_drift(R, cell: str) -> list[float]:
+    """T2's drift δ̄ (``drift.spectral_mean``: mean over updates of max over matrices of
+    ‖u_n/η_n − u_(n−1)/η_(n−1)‖₂) of the finished runs of ``cell`` that logged it."""
+    return [r["drift"]["spectral_mean"] for r in R.get(cell, {}).values()
+            if r.get("status") == "ok" and r.get("drift", {}).get("spectral_mean") is not None]
+
+
+def section(t: str, body: list[str]) -> list[str]:
+    """A tables.md section: the declared title of table ``t`` and its body."""
+    return [f"## {tables.TABLES[t].title}", *body]
+
+
+__all__ = ["COMPARE_HEAD", "LABEL", "MIT_LABEL", "PAPER_360M", "Val", "compare_cells", "diffs",
+           "diff_val", "drift", "grid", "interval_text", "load_results", "loss", "lr_of",
+           "minus", "pair", "pct", "section", "share", "share_diff", "share_val",
+           "spectral_drift", "summary_text", "tc", "values", "vals", "verdict"]

@@ -1,0 +1,240 @@
+"""Numbers quoted in prose, computed from the result files.
+
+A number in a verdict (experiments/README.md) is written as ``<!--n:KEY-->VALUE<!--/n-->``: the
+comment is invisible on GitHub, the book replaces VALUE by :func:`number` (KEY) when it is
+built, and tests/test_docs_numbers.py fails when a typed VALUE differs from it. Refresh the
+typed values with ``python experiments/report.py --fill-readme``. A verdict word can be a
+marker too (``verdict/A/B``), so the rule of ``stats.verdict`` decides it, not the writer.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import stats
+import sweep
+from report_common import LABEL, PAPER_360M, diffs, drift, minus, pair, share, spectral_drift, vals
+
+NUMBER_RE = re.compile(r"<!--n:([^>]*?)-->(.*?)<!--/n-->", re.S)
+_R_CACHE: dict[str, dict] = {}
+
+
+def _results_of(tier: str) -> dict:
+    if tier not in _R_CACHE:
+        from report_common import load_results
+
+        _R_CACHE[tier] = load_results(sweep.get_tier(tier).results)
+    return _R_CACHE[tier]
+
+
+def _mean_sd(xs: list[float], digits: int, signed: bool, sd: bool = True) -> str:
+    if not xs:
+        return "—"
+    if any(not math.isfinite(x) for x in xs):
+        return "diverged"
+    s = stats.summary(xs)
+    head = f"{s.mean:+.{digits}f}" if signed else f"{s.mean:.{digits}f}"
+    if not sd or s.sd is None:
+        return head
+    return f"{head} ± {s.sd:.{digits}f}"
+
+
+def number(key: str) -> str:
+    """The current value of a number quoted in prose, from the result files only.
+
+    ``KEY`` is ``tier/kind/args`` with an optional ``:digits``; cells are result-cell names:
+
+    - ``count`` — number of result files of the tier; ``n/C`` — seeds of cell C;
+    - ``loss/C``, ``lossmean/C`` — final validation loss of C, mean ± std (or the mean);
+    - ``gap/A/B``, ``gapmean/A/B`` — paired gap B − A, signed;
+    - ``ci/A/B`` — the 95 % t-interval of the paired B − A, "[lo, hi]"; ``signs/A/B`` — how
+      many seeds go the way of the mean, "3/3 negative"; ``pd/A/B`` — all of it, "+0.012 ±
+      0.005 [+0.000, +0.024], 3/3 positive"; ``verdict/A/B`` — ``stats.verdict`` of B
+      against A (lower loss is better): "better", "worse", "within noise";
+    - ``gapseed/k/A/B`` — the gap of seed k; ``lossseed/k/C`` — the loss of seed k;
+      ``diffseed/k/A/B`` — A − B in seed k, unsigned; ``gapat/STEP/A/B`` — the seed-mean gap of
+      the validation curves at evaluation step STEP;
+    - ``rec/S/A/C`` — the share of the gap A − S that C recovers, "NN %"; ``recnum/S/A/C``
+      the same without the unit; ``recseed/k/S/A/C`` that share for seed k; ``recseeds/S/A/C``
+      the seeds' shares, "NN, NN, NN" (seed order);
+    - ``sharepd/S/A/C1/C2`` — the paired per-seed share of C2 minus that of C1, percentage
+      points with the 95 % interval and signs; ``sharevd/S/A/C1/C2`` — its verdict (a larger
+      share is better);
+    - ``gapratio/S/A/B`` — the gap A − S over the gap B − S on the seed means (default 2 digits);
+    - ``drift/C``, ``driftmean/C`` — mean relative update drift ρ̄ (default 2 digits);
+    - ``pearson``, ``spearman`` — drift against share recovered over the optimizers (Table 6);
+    - ``flatdrop/C`` — validation-loss drop over the last 20 % of the steps, mean ± std;
+    - ``sdrift/C``, ``sdriftmean/C`` — T2's drift δ̄ (``drift.spectral_mean``), default 3 digits;
+    - ``h2f/O/M`` — H2's best lr fraction of mode M of optimizer O ("1/4"); ``h2gap/O/M`` —
+      the gap of M at its best lr against sync at its best lr, mean ± std;
+    - ``h3f/O/B`` — H3's lr factor for optimizer O at β = B, "× 0.5";
+    - ``zerogap/O`` — the zero-gap table's best correction of optimizer O ("EF(γ*)"),
+      ``zerogapsd/O`` its gap in units of sync's seed sd;
+    - ``paper/gap/O``, ``paper/rec/O`` — the paper's 360M gap and EF share (``PAPER_360M``).
+    """
+    return minus(_number(key))
+
+
+def _number(key: str) -> str:
+    body, _, dig = key.partition(":")
+    tier, kind, *args = body.split("/")
+    if tier == "paper":  # the paper's 360M numbers (PAPER_360M), quoted beside ours
+        s_, a_, e_ = PAPER_360M[args[0]]
+        if kind == "gap":
+            return f"{a_ - s_:+.3f}"
+        if kind == "rec":
+            return "—" if e_ is None else f"{100 * (a_ - e_) / (a_ - s_):.0f} %"
+        raise KeyError(f"unknown paper number {key!r}")
+    R = _results_of(tier)
+    d = int(dig) if dig else None
+    if kind == "count":
+        return str(sum(len(v) for v in R.values()))
+    if kind == "n":
+        return str(len(vals(R, args[0])))
+    if kind in ("loss", "lossmean"):
+        return _mean_sd(list(vals(R, args[0]).values()), d or 3, False, kind == "loss")
+    if kind in ("gap", "gapmean"):
+        return _mean_sd(diffs(R, args[0], args[1]), d or 3, True, kind == "gap")
+    if kind in ("ci", "signs", "pd", "verdict"):
+        p = pair(R, args[1], args[0])
+        if p is None:
+            return "—"
+        if kind == "verdict":
+            margin = float(args[2]) if len(args) > 2 else 0.0
+            return stats.verdict(p, margin)
+        if kind == "signs":
+            return p.signs
+        if kind == "ci":
+            if p.lo is None:
+                return "—"
+            return f"[{p.lo:+.{d or 3}f}, {p.hi:+.{d or 3}f}]"
+        return p.fmt(d or 3)
+    if kind in ("sharepd", "sharevd"):
+        from report_common import share_diff
+
+        p = share_diff(R, *args)
+        if p is None:
+            return "—"
+        if kind == "sharevd":
+            return stats.verdict(p, lower_is_better=False)
+        return p.fmt(d or 0).replace(" [", " pp [", 1) if p.lo is not None else p.fmt(d or 0)
+    if kind == "gapseed":
+        a, b = vals(R, args[1]).get(int(args[0])), vals(R, args[2]).get(int(args[0]))
+        return "—" if a is None or b is None else f"{b - a:+.{d or 3}f}"
+    if kind == "lossseed":
+        v = vals(R, args[1]).get(int(args[0]))
+        return "—" if v is None else f"{v:.{d or 3}f}"
+    if kind == "diffseed":
+        a, b = vals(R, args[1]).get(int(args[0])), vals(R, args[2]).get(int(args[0]))
+        return "—" if a is None or b is None else f"{a - b:.{d or 3}f}"
+    if kind == "gapat":
+        step, a, b = int(args[0]), args[1], args[2]
+        ra, rb = R.get(a, {}), R.get(b, {})
+        gaps = []
+        for k in sorted(set(ra) & set(rb)):
+            ca, cb = ra[k]["curves"], rb[k]["curves"]
+            if step in ca["val_step"] and step in cb["val_step"]:
+                gaps.append(cb["val_loss"][cb["val_step"].index(step)]
+                            - ca["val_loss"][ca["val_step"].index(step)])
+        return _mean_sd(gaps, d or 2, True, False)
+    if kind in ("rec", "recnum"):
+        x, _ = share(R, *args)
+        if x is None:
+            return "—"
+        return f"{x:.{d or 0}f}" + (" %" if kind == "rec" else "")
+    if kind == "recseed":
+        x = share(R, *args[1:])[1].get(int(args[0]))
+        return "—" if x is None else f"{x:.{d or 0}f}"
+    if kind == "recseeds":
+        per = share(R, *args)[1]
+        return ", ".join(f"{x:.{d or 0}f}" for x in per.values()) or "—"
+    if kind == "gapratio":
+        from report_beyond import gap_ratio
+
+        x = gap_ratio(R, *args)[0]
+        return "—" if x is None else f"{x:.{d or 2}f}"
+    if kind in ("drift", "driftmean"):
+        return _mean_sd(drift(R, args[0]), d or 2, False, kind == "drift")
+    if kind in ("pearson", "spearman"):
+        from report_paper import pearson, ranks, table6
+
+        pts = table6(R)[1]
+        xs, ys = [q[0] for q in pts], [q[1] for q in pts]
+        if kind == "spearman":
+            xs, ys = ranks(xs), ranks(ys)
+        return f"{pearson(xs, ys):+.{d or 2}f}"
+    if kind in ("sdrift", "sdriftmean"):
+        return _mean_sd(spectral_drift(R, args[0]), d or 3, False, kind == "sdrift")
+    if kind == "h2f":
+        from report_why import frac, h2_best
+
+        f, _ = h2_best(R, args[0], args[1])
+        return "—" if f is None else frac(f)
+    if kind == "h2gap":
+        from report_why import h2_gap
+
+        return _mean_sd(h2_gap(R, args[0], args[1]), d or 3, True, True)
+    if kind == "h3f":
+        from report_why import h3_factor
+
+        f = h3_factor(args[0], float(args[1]), sweep.get_tier(tier))
+        return "—" if f is None else f"× {f:g}"
+    if kind in ("zerogap", "zerogapsd"):
+        from report_zero_gap import zero_gap_row
+
+        row = zero_gap_row(R, args[0])
+        if row is None:
+            return "—"
+        if kind == "zerogap":
+            return row.label
+        return "—" if row.in_sd is None else f"{row.in_sd:+.{d or 1}f}"
+    if kind == "flatdrop":
+        recs = [r for r in R.get(args[0], {}).values() if r.get("status") == "ok"]
+        drops = []
+        for r in recs:
+            steps, vl = r["curves"]["val_step"], r["curves"]["val_loss"]
+            i80 = min(range(len(steps)), key=lambda i: abs(steps[i] - 0.8 * steps[-1]))
+            drops.append(vl[i80] - vl[-1])
+        return _mean_sd(drops, d or 3, False, True)
+    raise KeyError(f"unknown number kind {kind!r} in {key!r}")
+
+
+def fill_numbers(text: str, keep_markers: bool = False) -> str:
+    """``text`` with every ``<!--n:KEY-->VALUE<!--/n-->`` replaced by the current
+    :func:`number` (markers kept around it when ``keep_markers``)."""
+    def repl(m):
+        value = number(m.group(1))
+        return f"<!--n:{m.group(1)}-->{value}<!--/n-->" if keep_markers else value
+    return NUMBER_RE.sub(repl, text)
+
+
+def stale_numbers(text: str) -> list[tuple[str, str, str]]:
+    """``(key, typed, current)`` for every marked number whose typed value is not current."""
+    out = []
+    for m in NUMBER_RE.finditer(text):
+        current = number(m.group(1))
+        if m.group(2) != current:
+            out.append((m.group(1), m.group(2), current))
+    return out
+
+
+# -- results at a glance (README and the book's first page) --------------------------------------
+GLANCE_OPTIMIZERS = ("muon", "adamw", "soap")
+
+
+def glance_table(tier: str = "small", verdicts: str = "") -> str:
+    """Five lines: per optimizer, our gap async − sync and EF's share of it next to the
+    paper's (360M). Cells are marked numbers (see :func:`number`), so the table can be pasted
+    into Markdown that the tests check; ``verdicts`` is a link target for the last column."""
+    def m(key):
+        return f"<!--n:{key}-->{number(key)}<!--/n-->"
+    lines = [f"| optimizer | gap async − sync (ours, `{tier}`) | gap (paper, 360M) | "
+             "EF recovers (ours) | EF recovers (paper) |",
+             "| --- | --- | --- | --- | --- |"]
+    for o in GLANCE_OPTIMIZERS:
+        s_, a_, e_ = f"{o}-sync", f"{o}-async", f"{o}-ef"
+        lines.append(f"| {LABEL[o]} | {m(f'{tier}/gap/{s_}/{a_}')} | {m(f'paper/gap/{o}')} | "
+                     f"{m(f'{tier}/rec/{s_}/{a_}/{e_}')} | {m(f'paper/rec/{o}')} |")
+    return "\n".join(lines)
+
