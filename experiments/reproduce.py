@@ -68,11 +68,17 @@ def checkout(commit: str, where: Path) -> Path:
 def rerun(rec: dict, code: Path, scratch: Path) -> dict:
     """Run the record's command in ``code``; the rerun's final val loss and summary."""
     run_dir = scratch / "run"
+    args = train_args(rec, run_dir)
+    conf = args[args.index("--config") + 1] if "--config" in args else None
+    if conf and not (code / conf).is_file():
+        return {"error": [f"the record's --config {conf} is not in its commit (the record "
+                          "names a file that did not exist there: the commit is not the code "
+                          "that ran)"]}
     env = dict(os.environ, PYTHONPATH=str(code / "src"), PYTHONUNBUFFERED="1")
     threads = (rec.get("machine") or {}).get("threads")
     if threads:
         env["OMP_NUM_THREADS"] = str(threads)
-    proc = subprocess.run([sys.executable, "-m", "asyncpp.train.cli", *train_args(rec, run_dir)],
+    proc = subprocess.run([sys.executable, "-m", "asyncpp.train.cli", *args],
                           cwd=code, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
         return {"error": proc.stderr.strip().splitlines()[-1:] or ["exit " + str(proc.returncode)]}
