@@ -280,7 +280,10 @@ def critical_step_numeric(beta, tau, ef=False, gamma=None) -> float:
         if abs(np.polyval(R, zz)) < 1e-14:
             continue
         cv = -np.polyval(Q, zz) / np.polyval(R, zz)
-        if abs(cv.imag) <= 1e-7 * max(1.0, abs(cv)) and cv.real > 1e-9:
+        # a crossing at p = c(1−β) ≲ 1e−14 is z = 1 itself (c = 0) seen through rounding:
+        # as β → 1 the roots of H at z ≈ 1, β blur into the unit circle
+        if abs(cv.imag) <= 1e-7 * max(1.0, abs(cv)) and cv.real > 1e-9 \
+                and cv.real * (1.0 - b) > 1e-14:
             cands.append(cv.real)
     if not cands:
         return float("inf")
