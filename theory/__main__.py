@@ -54,7 +54,9 @@ def main(argv: list[str] | None = None) -> int:
     # numerical checks of closed forms against their float64 recursion (AD)
     from .adaptive_delay import numeric_checks
     from .ef_gamma_closed import numeric_checks as ef_gamma_certificates
-    for tag, checks in (("AD numeric", numeric_checks), ("EG exact", ef_gamma_certificates)):
+    from .muon_attractors import numeric_checks as attractor_checks
+    for tag, checks in (("AD numeric", numeric_checks), ("EG exact", ef_gamma_certificates),
+                        ("MA exact", attractor_checks)):
         for name, ok, detail in checks():
             if not args.quiet:
                 print(f"  [{'ok' if ok else 'FAILED':8s}] numeric  {name}: {detail}")

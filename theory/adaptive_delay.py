@@ -1,5 +1,5 @@
 r"""AD — why the delay gap depends on the update rule: Adam-, Adan- and sign-like updates on a
-quadratic under a fixed delay (issue 21).
+quadratic under a fixed delay.
 
 T3 (:mod:`theory.stability`) is the linear theory: SGD with EMA momentum diverges above
 :math:`\eta h = c^*(\beta, \tau, \text{EF})`. Adam-like and sign-like updates do not diverge on a
@@ -48,7 +48,7 @@ asymptotically stable iff ηh/ε < c*(β₁, τ, EF) (with noise, ε is replaced
 σ + ε — numerical only). The *preconditioned* stable step keeps T3's delayed/sync ratio,
 :math:`c^*(\beta,1)/c^*(\beta,0) = (1-\beta)/(2(1+\beta))`.
 
-**AD3–AD4, the floor: self-tuning to the delayed edge (numerical law, closed-form value).**
+**AD3–AD4, the floor: self-tuning to the delayed edge (an assumed law, checked numerically).**
 Above that edge the oscillation grows until the denominator has grown enough to bring the
 preconditioned gain κ = ηh/√n̂ back to the edge: with √n̂ = ρ h RMS(x) (for β₂ → 1,
 n̂ is the mean of the squared input of n over the cycle; ρ = 1 for Adam, for Adan
@@ -76,8 +76,9 @@ sync floor falls like (1−β)²: the gap is essentially the delayed floor.
 
 **Adan's gradient difference is a delay compensator.** Adan's numerator filter
 (1−β₁)/(1−β₁z⁻¹) + β₂(1−β₂)(1−z⁻¹)/(1−β₂z⁻¹) has a phase lead; its delayed edge
-c*(β₁, β₂, τ = 1) (:func:`critical_gain`, numerical root locus; it is T3's polynomial times z³
-at β₂ = 0, step AD7) is 2.11, 5.75, 10.39 at β₁ = 0.9, 0.95, 0.98 (β₂ = 0.92) against Adam's 1.
+c*(β₁, β₂, τ = 1) (:func:`critical_gain`, numerical root locus; at β₂ = 0 :func:`char_poly` is
+T3's polynomial times z³, or z² with EF or at τ = 0, step AD7, checked on the function
+itself) is 2.11, 5.75, 10.39 at β₁ = 0.9, 0.95, 0.98 (β₂ = 0.92) against Adam's 1.
 Adan's delayed floor is 0.078, 0.0081, 0.0019 hη² against Adam's 0.5: **with the reference
 β₁ = 0.98, Adan's gap is ~270× smaller than AdamW's and ~40× smaller than with β₁ = 0.9**, and
 EF *increases* Adan's floor at β₁ = 0.98 (it over-corrects on top of the built-in compensation).
@@ -85,10 +86,14 @@ With Alg. 1's β's read in the torch convention, (0.02, 0.08, 0.01), n follows (
 by step and Adan is nearly signSGD without momentum (simulated floors 0.112, 0.449, 1.14 hη² in
 sync, async, EF: ratio 4, EF hurts, as for sign descent at β = 0).
 
-**Sign-like (Muon in 1-D).** The floor is exact from :func:`theory.muon_cycle.cycle`:
-F = hη²·mean(x*²)/2 (x* in units of η); it is not small in sync (fixed step length), so delay
-multiplies it by a modest factor: e.g. Nesterov β = 0.95, τ = 1: 0.205 → 2.862 → 1.405 (EF),
-ratio 14, EF share 55 %; heavy ball β = 0.9: ratio 12.8, share 49 %.
+**Sign-like (Muon in 1-D).** Delayed sign descent has a *set* of certified cycles
+(:mod:`theory.muon_attractors`), and which one a run reaches depends on its start's lattice
+offset. The floor of one cycle is exact, F = hη²·mean(x*²)/2 (x* in units of η); the floor
+reported here is its average over the starts of the grid (:data:`SIGN_GRID`: J offsets, R = 1,
+each cycle weighted by its basin share), and EF's share comes with its range over the
+offsets (:func:`floors`). The sync floor is not small (fixed step length), so the delay
+multiplies it by a modest factor; EF's share depends on the offset strongly enough that a
+single start's figure says little (the book's table gives average and range).
 
 **Lower lr (H1), with gradient noise (numerical, Monte Carlo).** By AD1 the floor at lr η*/k is
 that at η* with ν_σ multiplied by k. :func:`h1_table` gives gap(η*/k)/gap(η*) and EF's share.
@@ -109,7 +114,8 @@ import numpy as np
 import sympy as sp
 
 from .assumptions import Result, Step, beta, eq, eta
-from .stability import critical_step
+from .stability import char_poly_expr, critical_step, critical_step_expr
+from .stability import z as z_
 
 METHODS = ("adam", "adan", "sign", "sgd")
 
@@ -209,6 +215,13 @@ def char_poly(method: str, beta1: float, tau: int, c: float, ef: bool = False,
     return np.polyadd(P, c * Q)
 
 
+def _char_poly_expr(method: str, beta1, tau: int, c, ef: bool, beta2) -> sp.Expr:
+    """:func:`char_poly` evaluated on sympy symbols (object arrays), as a polynomial in z."""
+    co = char_poly(method, beta1, tau, c, ef, beta2)
+    n = len(co) - 1
+    return sp.expand(sum(sp.nsimplify(a) * z_ ** (n - i) for i, a in enumerate(co)))
+
+
 def _radius(method, beta1, tau, c, ef, beta2):
     return float(np.max(np.abs(np.roots(char_poly(method, beta1, tau, c, ef, beta2)))))
 
@@ -264,26 +277,44 @@ def adam_ef_share(beta1: float) -> float:
     return (1.0 - 1.0 / ce**2) / (1.0 - (1.0 - beta1) ** 2 / (4.0 * (1.0 + beta1) ** 2))
 
 
-def sign_floor(beta1: float, tau: int, ef: bool = False, nesterov: bool = True) -> float:
-    """Exact floor F/(hη²) = mean(x*²)/2 of the certified 1-D Muon cycle
-    (:func:`theory.muon_cycle.cycle`, start 0.3η)."""
-    from .muon_cycle import cycle
+#: the start grid of the sign floors: J offsets (midpoints of [0, 1)), radius R (units of η)
+SIGN_GRID = {"offsets": 20, "radius": 1}
 
-    cyc = cycle(beta1, tau, ef, nesterov)
-    return float(sum(x * x for x in cyc.xs) / cyc.period) / 2.0
+
+def sign_attractors(beta1: float, tau: int, ef: bool = False, nesterov: bool = True):
+    """The certified attractor set of 1-D Muon on :data:`SIGN_GRID`
+    (:func:`theory.muon_attractors.attractor_set`)."""
+    from .muon_attractors import attractor_set, variant
+
+    return attractor_set(variant(beta1, tau, nesterov, 1 if ef else None),
+                         SIGN_GRID["offsets"], SIGN_GRID["radius"])
+
+
+def sign_floor(beta1: float, tau: int, ef: bool = False, nesterov: bool = True) -> float:
+    """Floor F/(hη²) of 1-D Muon: mean(x*²)/2 of each certified cycle, averaged over the starts
+    of :data:`SIGN_GRID` (exact rationals, returned as a float)."""
+    return float(sign_attractors(beta1, tau, ef, nesterov).mean("floor"))
 
 
 def floors(method: str, beta1: float, *, tau: int = 1, beta2: float | None = None,
            nesterov: bool = True) -> dict:
     """F/(hη²) in sync, async (delay τ) and async + EF, with the ratio async/sync and EF's
-    share: the closed forms (Adam), root locus (Adan) or exact cycles (sign)."""
+    share: the closed forms (Adam), root locus (Adan) or exact cycles averaged over the start
+    grid (sign; then also ``share_min``/``share_max``, the range of the per-offset shares)."""
+    extra = {}
     if method == "sign":
-        f = [sign_floor(beta1, t, e, nesterov) for t, e in ((0, False), (tau, False), (tau, True))]
+        from .muon_attractors import ef_share as set_share
+
+        sets = [sign_attractors(beta1, t, e, nesterov) for t, e in ((0, False), (tau, False),
+                                                                    (tau, True))]
+        f = [float(x.mean("floor")) for x in sets]
+        sh = set_share(*sets)
+        extra = {"share_min": sh["min"], "share_max": sh["max"]}
     else:
         b2 = 0.92 if beta2 is None else beta2
         f = [eos_floor(method, beta1, t, e, b2) for t, e in ((0, False), (tau, False), (tau, True))]
     return {"method": method, "beta1": beta1, "tau": tau, "sync": f[0], "async": f[1],
-            "ef": f[2], "ratio": f[1] / f[0], "share": ef_share(*f)}
+            "ef": f[2], "ratio": f[1] / f[0], "share": ef_share(*f), **extra}
 
 
 def gap_table(betas=(0.8, 0.9, 0.95, 0.98), tau: int = 1) -> list[dict]:
@@ -355,8 +386,6 @@ def _steps() -> list[Step]:
     h, mu, nu, eps_, y = sp.symbols("h mu nu epsilon y", positive=True)
     cs, rho_, n_ = sp.symbols("c^* rho n", positive=True)
     m_ = sp.Symbol("m", real=True)
-    z_ = sp.Symbol("z")
-    tau_ = sp.Symbol("tau", positive=True, integer=True)
     c_ = sp.Symbol("c", positive=True)
     s1 = Step("AD1 scale invariance", "identity",
               eq(eta * (h * eta * mu) / (sp.sqrt((h * eta) ** 2 * nu) + eps_),
@@ -374,31 +403,31 @@ def _steps() -> list[Step]:
               r"the preconditioned gain $\kappa = \eta h/\sqrt{\hat n}$ sits at the delayed edge "
               r"$c^*$; $y = \mathrm{RMS}(x)$. Numerical law: checked against the float64 "
               r"recursion by `adaptive_delay.numeric_checks` and `verify/test_adaptive_delay.py`")
-    s4 = Step("AD4 floor", "identity",
+    s4 = Step("AD4 floor", "assumption",
               eq((h / 2) * (eta / (cs * rho_)) ** 2, h * eta**2 / (2 * cs**2 * rho_**2)),
-              r"AD3 solved for $\mathrm{RMS}(x) = \eta/(c^*\rho)$; $F = h\,\mathrm{RMS}(x)^2/2$")
-    s4b = Step("AD4b y solves AD3", "identity",
-               eq((eta * h / (rho_ * h * y)).subs(y, eta / (cs * rho_)), cs),
-               r"$\mathrm{RMS}(x) = \eta/(c^*\rho)$ satisfies $\kappa = c^*$")
-    ce = (sp.sqrt((5 - beta) / (1 - beta)) - 1) / 2
+              r"AD3 solved for $\mathrm{RMS}(x) = \eta/(c^*\rho)$ (which gives "
+              r"$\kappa = c^*$), and $F = h\,\mathrm{RMS}(x)^2/2$: algebra on the assumed law AD3, "
+              r"so the floor is as assumed as AD3; its value is checked against the float64 "
+              r"recursion (numeric check AD3-4), not proved")
+    ce = critical_step_expr(1, True)
     s5 = Step(r"AD5 EF edge identity ($\tau = 1$)", "identity",
               eq(ce**2 + ce, 1 / (1 - beta)),
-              r"T3's $c^*_\mathrm{EF} = (\sqrt{(5-\beta)/(1-\beta)} - 1)/2$ solves "
+              r"T3's $c^*_\mathrm{EF}(\beta, 1)$ (`stability.critical_step_expr`) solves "
               r"$c^2 + c = 1/(1-\beta)$, so $1/c^{*2}_\mathrm{EF} \approx 1 - \beta$ for "
               r"$\beta \to 1$ and Adam's EF share $\to 1$")
-    c0 = 2 * (1 + beta) / (1 - beta)
+    c0, c1 = critical_step_expr(0, False), critical_step_expr(1, False)
     s6 = Step(r"AD6 Adam's async/sync floor ratio ($\tau = 1$)", "identity",
-              eq((1 / (2 * 1**2)) / (1 / (2 * c0**2)), 4 * (1 + beta) ** 2 / (1 - beta) ** 2),
-              r"AD4 with $\rho = 1$, $c^*(\beta, 1) = 1$, $c^*(\beta, 0) = 2(1+\beta)/(1-\beta)$")
-    b1 = sp.Symbol("beta_1", positive=True)
-    adan0 = (z_ ** (tau_ + 1) * (z_ - 1) * (z_ - b1) * z_
-             + c_ * ((1 - b1) * z_ * z_) * z_)
-    t3 = z_ ** (tau_ - 1) * (z_ - 1) * (z_ - b1) + c_ * (1 - b1)
-    s7 = Step("AD7 Adan at beta2 = 0 is T3", "identity",
-              eq(sp.expand(adan0), sp.expand(z_**3 * t3)),
-              r"`char_poly` with $\beta_2 = 0$ is $z^3$ times T3's "
-              r"$z^{\tau-1}(z-1)(z-\beta) + c(1-\beta)$ ($\tau \ge 1$, no EF)")
-    return [s1, s2, s3, s4, s4b, s5, s6, s7]
+              eq((1 / (2 * c1**2)) / (1 / (2 * c0**2)), 4 * (1 + beta) ** 2 / (1 - beta) ** 2),
+              r"AD4 with $\rho = 1$ and T3's edges $c^*(\beta, 1)$, $c^*(\beta, 0)$ "
+              r"(`stability.critical_step_expr`): the ratio given the assumed floor law")
+    s7 = [Step(rf"AD7 Adan at beta2 = 0 is T3 ($\tau = {t}${', EF' if e else ''})", "identity",
+               eq(_char_poly_expr("adan", beta, t, c_, e, 0), z_ ** (2 if (e or t == 0) else 3)
+                  * char_poly_expr(beta, t, e, var=c_ * (1 - beta))),
+               r"`char_poly` (the function itself, on symbols) with $\beta_2 = 0$ is "
+               r"$z^3$ (no EF, $\tau \ge 1$) or $z^2$ (EF, or $\tau = 0$) times T3's "
+               r"`char_poly_expr` with $p = c(1-\beta)$")
+          for t in (0, 1, 2, 3) for e in ((False, True) if t else (False,))]
+    return [s1, s2, s3, s4, s5, s6, *s7]
 
 
 @cache

@@ -1,26 +1,30 @@
-r"""MC — Muon's own stability: delayed Muon on a quadratic settles into a limit cycle.
+r"""MC — Muon's own stability: delayed Muon on a quadratic settles onto limit cycles.
 
 T3 is exact for SGD with momentum, whose iterates diverge past a critical step. Muon does not
 diverge: its step has a fixed length η, so on a quadratic the delayed iterates end on a
-*limit cycle* whose amplitude is set by the delay and the momentum. This module is the
-counterpart of T3 for Muon.
+*limit cycle*. This module computes and certifies the cycle that one start reaches;
+:mod:`theory.muon_attractors` enumerates the whole set of them, and every statement below
+about how the cycle depends on β, τ and EF is a statement over that set.
 
 **1-D is sign descent.** For a 1×1 parameter the exact LMO of the spectral ball is
 sign(v) (the polar factor of a scalar), and the production Newton–Schulz returns
-s₀·sign(v) with the constant s₀ = φ(1) (5 quintic steps; ``verify/`` uses lr = η/s₀), for
-∣v∣ ≥ 10⁻⁷ (the normalisation floor). On f(x) = h x²/2 (h > 0) the method is
+s₀·sign(v) with the constant s₀ = φ(1) (5 quintic steps; ``verify/`` uses lr = η/s₀), as long
+as ∣v∣ is at least its normalisation floor ε = 10⁻⁷; below it the step is shorter
+(:class:`Floor` models that). On f(x) = h x²/2 (h > 0) the method is
 
 .. math::
     m_t = \beta m_{t-1} + (1-\beta) h x_{t-\tau},\ m_{\tau-1} = 0,\qquad
     v_t = m_t\ \text{(heavy ball) or } (1-\beta) h x_{t-\tau} + \beta m_t\ \text{(Nesterov)},
 
     u_t = \eta\,\mathrm{sign}(v_t),\qquad x_{t+1} = x_t - u_t\ \text{(no EF) or }
-    x_t - 2u_t + u_{t-1}\ \text{(EF, } u_{\tau-1} = 0),
+    x_t - (1+\gamma)u_t + \gamma u_{t-1}\ \text{(EF}(\gamma)\text{; the paper's EF is }
+    \gamma = 1,\ u_{\tau-1} = 0),
 
-for t ≥ τ (x_{t+1} = x_t for t < τ, the idle start of ``DelayedOptimizer``). h drops out
-(sign is scale invariant): **the cycle does not depend on the curvature**, only on
-(η, β, τ, EF, Nesterov) and the start's lattice offset x₀/η mod 1. Every iterate stays on the
-lattice x₀ + ηℤ.
+for t ≥ τ, and :math:`x_{t+1} = x_t` for t < τ (the idle start of ``DelayedOptimizer``). h
+drops out (sign is scale invariant): **the cycle does not depend on the curvature**. It does
+depend on the start x₀, not only on its lattice offset x₀/η mod 1: starts on the same lattice
+can reach different cycles (see :mod:`theory.muon_attractors`). Every iterate stays on the
+lattice x₀ + ηℤ (on x₀ + (η/q)ℤ for EF(γ) with γ = p/q).
 
 **Exact cycle (computed, certified).** :func:`cycle` runs the recursion in exact rational
 arithmetic until the sign sequence repeats, then *certifies* the cycle: for the periodic sign
@@ -29,66 +33,56 @@ is the fixed point
 
 .. math::  m^*_t = \frac{1-\beta}{1-\beta^p}\sum_{j=0}^{p-1}\beta^j h x^*_{t-\tau-j},
 
-and the deviation e_t = m_t − m*_t obeys e_t = β e_{t−1} once x is periodic. If
-∣β^{a} e∣ < min_t ∣v*_t∣ (the margin; β∣e∣ for Nesterov), sign(v_t) = s*_t for ever: the
-orbit is locked (step MC3). The amplitude max∣x*∣ and the mean ∣x*∣ (which is what the
-T1 bound measures, (1/K)Σ L∣y_k∣) are read off the certified cycle.
+and the deviation :math:`e_t = m_t - m^*_t` obeys :math:`e_t = \beta e_{t-1}` once x is
+periodic. If the deviation (times β for Nesterov) is below the margin :math:`\min_t |v^*_t|`,
+the sign pattern is locked for ever (step MC8). Amplitude, one definition with two numbers:
+the maximum :math:`\max_t|x^*_t|` (:attr:`Cycle.amplitude`) and the half peak-to-peak
+:math:`(\max_t x^*_t - \min_t x^*_t)/2` (:attr:`Cycle.half_p2p`); also the mean of
+:math:`|x^*|` (what the T1 bound measures) and the floor :math:`h\eta^2\,\overline{x^{*2}}/2`.
 
-**Amplitude, no EF: harmonic balance (steps MC1–MC6).** The loop s → x → v → s is a relay
-(s = sign v) around a linear system: the integrator x_{t+1} = x_t − ηs_t, the delay z^{−τ}
-and the momentum filter H(z) = (1−β)/(1 − βz^{−1}) (heavy ball) or
-(1−β)((1+β) − βz^{−1})/(1 − βz^{−1}) (Nesterov). A relay oscillation of half-period N
-(frequency ω = π/N) closes when the phase lags add up to a quarter period beyond the
-integrator's: the integrator lags π/2 + ω/2 (MC1), the delay τω, the momentum
-φ(ω) = atan(β sin ω/(1 − β cos ω)) (heavy ball, MC2; Nesterov subtracts
-atan(β sin ω/(1 + β − β cos ω)) ≥ 0, MC5), so
+**Harmonic balance (steps MC1–MC7), an approximation.** The loop s → x → v → s is a relay
+(s = sign v) around a linear system: the integrator, the delay :math:`z^{-\tau}` and the
+momentum filter :math:`H(z) = (1-\beta)/(1 - \beta z^{-1})` (heavy ball) or
+:math:`(1-\beta)(1 + \beta - \beta z^{-1})/(1 - \beta z^{-1})` (Nesterov, MC5). A relay
+oscillation of half-period N (frequency ω = π/N) closes when the phase lags add up to a
+quarter period beyond the integrator's: the integrator lags π/2 + ω/2 (MC1), the delay τω,
+the momentum :math:`\varphi_\beta(\omega) = \arctan(\beta\sin\omega/(1 - \beta\cos\omega))`
+(heavy ball, MC2; Nesterov subtracts a non-negative lead, MC5), so
 
 .. math::  \Big(\tau + \tfrac12\Big)\omega + \varphi_\beta(\omega) = \frac{\pi}{2},\qquad
-           N = \frac{\pi}{\omega^*},\qquad A \approx \frac{N}{2}\,\eta .
+           N = \frac{\pi}{\omega^*},\qquad A_\mathrm{HB} = \frac{N}{2}\,\eta .
 
-β = 0 is exact: ω* = π/(2τ+1), A = (τ + ½)η — T1's tightness orbit (MC3). For β → 1 (heavy
-ball, τ ≥ 1) φ → π/2 − ω/2 − (1−β)/ω, so ω* ≈ √((1−β)/τ) and
+At β = 0 it gives ω* = π/(2τ+1) and :math:`A_\mathrm{HB} = (\tau + \frac12)\eta` (MC3), which
+is exact for the half peak-to-peak of every certified cycle (T1's tightness orbit; MA2 checks
+it from every start of the grid), not for max∣x∣, which exceeds it by the distance of the
+cycle's midpoint from 0 and so varies with the offset. For β → 1 (heavy ball, τ ≥ 1) the
+balance gives ω* ≈ √((1−β)/τ),
+:math:`A_\mathrm{HB} \approx \frac{\pi}{2}\sqrt{\tau/(1-\beta)}\,\eta` (MC4): the
+harmonic-balance amplitude grows like :math:`(1-\beta)^{-1/2}`, not like the EMA's mean lag
+β/(1−β). Against the certified sets the approximation *underestimates* at large β:
+it stays below the start-averaged half peak-to-peak there and never exceeds the worst case
+(MA5); the book gives the numbers.
 
-.. math::  A \approx \frac{\pi}{2}\sqrt{\frac{\tau}{1-\beta}}\;\eta \qquad\text{(MC4)} :
-
-the cycle grows like (1−β)^{−1/2}, not like the EMA's mean lag β/(1−β) (the momentum's phase
-lag saturates below a quarter period). Harmonic balance is an approximation (cited, MC7); the
-exact certified amplitude is within about one lattice step η of N/2·η + η/2 for τ ≥ 1 on the
-grid of :func:`amplitude_table` (τ = 0 with β > 0 is degenerate for it). φ ≥ 0 on (0, π):
-**without EF, momentum never shrinks the 1-D cycle** (the exact table agrees: the amplitude is
-non-decreasing in β at every τ, for heavy ball and Nesterov); Nesterov's smaller phase lag
-gives the smaller cycle.
-
-**EF.** With w_t = x_t + u_{t−1} (T2's virtual sequence), w_{t+1} = w_t − u_t: an undelayed
-sign descent whose gradient point is offset by o = −(u_{t−1} − u_{t−τ−1}) − Σ u_j. While the
-sign is constant the τ = 1 offset vanishes, so EF removes the delay *between* switches and
-pays at a switch (the offset is 2η there, and the iterate jumps by 3η). What the exact
-certified cycles show (x₀ = 0.3η, τ ≤ 3, β ∈ {0, .5, .8, .9, .95}; table in the book):
-
-* EF's cycle grows with β much more slowly than the plain one, so the ratio
-  amplitude(no EF)/amplitude(EF) *increases* with β: at τ = 1, β = 0.95 the heavy-ball cycle
-  is 8.3η without EF and 5.7η with it; with Nesterov 4.7η and 2.7η.
-* With EF + Nesterov at τ = 1 the cycle is 2.7η for every β ≥ 0.8 (bounded in β), and it
-  *shrinks* from β = 0 (2.7η) to β = 0.5 (2.3η): the only place on the grid where raising β
-  shrinks the iterate's cycle (:func:`momentum_shrinks`). At the virtual point the mean ∣w∣
-  also falls from β = 0 to 0.5 (0.85η → 0.65η).
-
-So in 1-D "higher momentum helps" holds only together with EF, and only as *relative*
-robustness: momentum makes consecutive updates equal (drift → 0), on which EF is exact; the
-cycle itself is never smaller than at β = 0 except in the EF + Nesterov case above. At β = 0
-EF is worse at the iterate (τ = 1: mean ∣x∣ 1.5η vs 0.83η), as T2's extra Lηr at the iterate
-says.
+**Momentum and EF, over the set of cycles** (:mod:`theory.muon_attractors`, exact, on the
+grids stated there). The heavy-ball lag grows with β (MC6, a monotonicity certificate), so
+the harmonic-balance cycle grows with β. For the certified cycles the corresponding statement
+is checked, not inferred: with or without EF, the worst and the start-averaged half
+peak-to-peak never decrease as β grows (MA3). With EF, max∣x∣ and the floor can (MA3b: EF with
+Nesterov at τ = 1 from β = 0 to ½, the cycle keeps its size and its midpoint moves towards
+0). EF's effect changes sign with β (MA4, checked at τ = 1, 2): for β ≤ ½ it raises the
+start-averaged floor and does not shrink the cycle; at β = 0.9 it lowers both (the book's
+table has the other delays). A comparison of one start with EF against one start without says
+nothing about which of these holds.
 
 **Matrices.** For a diagonal (or any fixed-singular-vector) quadratic and the *exact* polar
-factor, Muon's step is diag(sign(v_i)): the coordinates decouple into independent 1-D cycles
-of the amplitude above, each independent of its curvature h_i. The production Newton–Schulz
-is an inexact polar factor: a diagonal input stays diagonal, but coordinate i moves by
-lr·φ(∣v_i∣/‖v‖_F) (inside BAND's [0, 1+ε₁]·lr), which depends on the other coordinates, so the
-lattice and the exact orbit are lost. What carries over is the band-level statement that
-``verify/``'s ``P9.diagonal`` checks on production Muon (h = 1, 3, 10): every coordinate
-cycles with amplitude/lr in [A₁/2, (1+ε₁)(A₁ + 1)], A₁ the certified 1-D amplitude, and
-(measured) within a few tenths of A₁ whatever h_i. Non-commuting (non-diagonal) quadratics are
-not covered.
+factor, Muon's step is diag(sign(v_i)): the coordinates decouple into independent 1-D cycles,
+each independent of its curvature h_i. The production Newton–Schulz is an inexact polar
+factor: a diagonal input stays diagonal, but coordinate i moves by lr·φ(∣v_i∣/‖v‖_F) (inside
+BAND's [0, 1+ε₁]·lr), which depends on the other coordinates, so the lattice and the exact
+orbit are lost. What carries over is the band-level statement that ``verify/``'s
+``P9.diagonal`` checks on production Muon (h = 1, 3, 10): every coordinate cycles with an
+amplitude within a band around the certified 1-D amplitude, whatever h_i. Non-commuting
+(non-diagonal) quadratics are not covered.
 """
 
 from __future__ import annotations
@@ -138,12 +132,13 @@ class Cycle:
     start: int            # production step at which the certified periodic regime begins
     period: int
     xs: tuple             # x*_t over one period (t = start .. start+period-1), units of η
-    ws: tuple             # virtual points w*_t = x*_t + u*_{t-1} (EF), else = xs
+    ws: tuple             # virtual points w*_t = x*_t + γu*_{t-1} (EF(γ)), else = xs
     signs: tuple          # s*_t over one period
     margin: float         # min |v*_t| / h over the period (> 0)
     locked_at: int        # step from which the certificate guarantees the pattern for ever
     trajectory: tuple     # x_t for t = 0 .. locked_at + 2 period (units of η)
     floor_steps: tuple = ()  # production steps t at which the step was shortened by the floor
+    gamma: Fraction = Fraction(1)  # EF(γ)'s coefficient (meaningful with ef)
 
     @property
     def amplitude(self) -> Fraction:
@@ -187,10 +182,11 @@ class Cycle:
 
 
 def _simulate(beta: Fraction, tau: int, ef: bool, nesterov: bool, x0: Fraction, T: int,
-              floor: Floor | None = None):
+              floor: Floor | None = None, gamma: Fraction = Fraction(1)):
     r"""x_t, s_t, m_t, u_t (t < T) of the exact model (η = h = 1) from rest (zero momentum,
     u_{τ−1} = 0, τ idle steps); s_t = u_t = 0 for idle steps. u_t = s_t = sign(v_t), except
-    where 0 < ∣v_t∣ < floor.threshold (then u_t = floor.step(v_t))."""
+    where 0 < ∣v_t∣ < floor.threshold (then u_t = floor.step(v_t)). With EF the step is
+    EF(γ)'s x_{t+1} = x_t − (1+γ)u_t + γu_{t−1} (γ = 1: the paper's EF)."""
     xs, ss, ms, us = [], [], [], []
     x, m, u_prev = x0, Fraction(0), Fraction(0)
     for t in range(T):
@@ -211,19 +207,55 @@ def _simulate(beta: Fraction, tau: int, ef: bool, nesterov: bool, x0: Fraction, 
         ss.append(s)
         ms.append(m)
         us.append(u)
-        x = x - (2 * u - u_prev if ef else u)
+        x = x - ((1 + gamma) * u - gamma * u_prev if ef else u)
         u_prev = u
     return xs, ss, ms, us
 
 
+def _simulate_lattice(beta: Fraction, tau: int, ef: bool, nesterov: bool, x0: Fraction, T: int,
+                      gamma: Fraction = Fraction(1)):
+    r""":func:`_simulate` without a floor, in integers: the same orbit, much faster over long
+    runs. Every x_t lies on (1/Q)ℤ, Q = lcm(den x₀, den γ), so x_t = X_t/Q; with β = a/b and
+    k momentum updates so far, m_t = M_t/(Q b^k) with the integer recursion
+    M_t = a M_{t−1} + (b − a) b^{k−1} X_{t−τ}, so sign(m_t) = sign(M_t) and Nesterov's
+    sign((1−β)g + βm) = sign((b − a) X_{t−τ} b^k + a M_t). Returns x_t, s_t, u_t (t < T) and
+    m_{T−1} (exact)."""
+    a_, b_ = beta.numerator, beta.denominator
+    Q = math.lcm(x0.denominator, gamma.denominator)
+    X0 = x0.numerator * (Q // x0.denominator)
+    G = gamma.numerator * (Q // gamma.denominator)       # γQ, an integer
+    Xs, ss = [], []
+    X, M, P, k, s_prev = X0, 0, 1, 0, 0               # P = b^(k-1) after an update
+    for t in range(T):
+        Xs.append(X)
+        if t < tau:
+            ss.append(0)
+            continue
+        g = Xs[t - tau]
+        if k:
+            P *= b_
+        k += 1
+        M = a_ * M + (b_ - a_) * P * g
+        s = _sign((b_ - a_) * g * P * b_ + a_ * M if nesterov else M)
+        ss.append(s)
+        X -= (Q + G) * s - G * s_prev if ef else Q * s
+        s_prev = s
+    xs = [Fraction(v, Q) for v in Xs]
+    m_last = Fraction(M, Q * P * b_) if k else Fraction(0)
+    return xs, ss, [Fraction(v) for v in ss], m_last
+
+
 def trajectory(beta, tau: int, ef: bool = False, nesterov: bool = False, x0=Fraction(3, 10),
-               steps: int = 100, floor: Floor | None = None) -> list[Fraction]:
+               steps: int = 100, floor: Floor | None = None,
+               gamma=Fraction(1)) -> list[Fraction]:
     """x_t/η for t = 0..steps of the exact 1-D model (exact rationals; ``beta``, ``x0`` as
     fractions or strings)."""
     b = beta if isinstance(beta, Fraction) else Fraction(str(beta))
     x0 = x0 if isinstance(x0, Fraction) else Fraction(str(x0))
-    xs, _, _, _ = _simulate(b, tau, ef, nesterov, x0, steps + 1, floor)
-    return xs
+    gam = _as_fraction(gamma)
+    if floor is None:
+        return _simulate_lattice(b, tau, ef, nesterov, x0, steps + 1, gam)[0]
+    return _simulate(b, tau, ef, nesterov, x0, steps + 1, floor, gam)[0]
 
 
 def _periodic_momentum(beta: Fraction, xs_per: list, tau: int, t: int, p: int, start: int):
@@ -232,8 +264,11 @@ def _periodic_momentum(beta: Fraction, xs_per: list, tau: int, t: int, p: int, s
         return xs_per[(i - start) % p]
     if beta == 0:
         return xp(t - tau)
-    tot = sum(beta**j * xp(t - tau - j) for j in range(p))
-    return (1 - beta) / (1 - beta**p) * tot
+    tot, w = Fraction(0), Fraction(1)
+    for j in range(p):
+        tot += w * xp(t - tau - j)
+        w *= beta
+    return (1 - beta) / (1 - w) * tot
 
 
 def _as_fraction(v) -> Fraction:
@@ -242,14 +277,14 @@ def _as_fraction(v) -> Fraction:
 
 @cache
 def cycle(beta, tau: int, ef: bool = False, nesterov: bool = False, x0=Fraction(3, 10),
-          max_steps: int = 20000, floor: Floor | None = None) -> Cycle:
+          max_steps: int = 2**16, floor: Floor | None = None, gamma=Fraction(1)) -> Cycle:
     """The certified limit cycle of the 1-D model from x₀ (units of η), see module docstring.
 
     ``beta`` and ``x0`` are converted to exact fractions (``Fraction(str(b))`` for floats).
     ``floor``: the production normalisation floor (:class:`Floor`); the certified cycle itself
     must then stay above it (its margin exceeds the threshold), so on the cycle every step is
-    a full ±η."""
-    b, x0 = _as_fraction(beta), _as_fraction(x0)
+    a full ±η. ``gamma``: EF(γ)'s coefficient (only with ``ef``; γ = 1 is the paper's EF)."""
+    b, x0, gam = _as_fraction(beta), _as_fraction(x0), _as_fraction(gamma)
     if not (0 <= b < 1):
         raise ValueError(f"beta must lie in [0, 1), got {beta!r}")
     if not (isinstance(tau, int) and tau >= 0):
@@ -258,42 +293,54 @@ def cycle(beta, tau: int, ef: bool = False, nesterov: bool = False, x0=Fraction(
         raise ValueError("EF needs a delay tau >= 1")
     T = 256
     while T <= max_steps:
-        xs, ss, ms, us = _simulate(b, tau, ef, nesterov, x0, T, floor)
-        found = _certify(b, tau, ef, nesterov, xs, ss, ms, us, floor)
+        if floor is None:
+            xs, ss, us, m_last = _simulate_lattice(b, tau, ef, nesterov, x0, T, gam)
+        else:
+            xs, ss, ms, us = _simulate(b, tau, ef, nesterov, x0, T, floor, gam)
+            m_last = ms[-1]
+        found = _certify(b, tau, nesterov, xs, ss, m_last, us, floor)
         if found is not None:
             start, p, margin, locked = found
             xper = tuple(xs[start:start + p])
             sper = tuple(ss[start:start + p])
             if ef:
-                wper = tuple(xs[t] + us[t - 1] for t in range(start, start + p))
+                wper = tuple(xs[t] + gam * us[t - 1] for t in range(start, start + p))
             else:
                 wper = xper
             n = locked + 2 * p + 1
             short = tuple(t for t in range(min(n, T)) if us[t] != ss[t])
-            traj = xs[:n] if n <= T else \
-                _simulate(b, tau, ef, nesterov, x0, n, floor)[0]
+            traj = xs[:n] if n <= T else trajectory(b, tau, ef, nesterov, x0, n - 1, floor, gam)
             return Cycle(b, tau, ef, nesterov, x0, start, p, xper, wper, sper, margin,
-                         locked, tuple(traj), short)
+                         locked, tuple(traj), short, gam)
         T *= 2
     raise RuntimeError(f"no certified cycle within {max_steps} steps for beta={beta}, "
                        f"tau={tau}, ef={ef}, nesterov={nesterov}, x0={x0}")
 
 
-def _certify(b, tau, ef, nesterov, xs, ss, ms, us, floor=None):
+def _certify(b, tau, nesterov, xs, ss, m_last, us, floor=None):
     r"""(start, period, margin, locked_at) if the tail of the run is certified periodic for
     ever, else None. Certificate: x and s periodic over the last three periods with
     Σ s* = 0; the periodic momentum m* (module docstring) gives v* with the same signs and
     margin μ = min∣v*∣ above the floor; the deviation e_t = m_t − m*_t is multiplied by β each
     step once x_{t−τ} is periodic, so once coef·∣e_t∣ < μ − floor (coef = 1, or β for Nesterov)
-    every later ∣v_t∣ stays above the floor with the sign of v*_t, and the orbit repeats."""
+    every later ∣v_t∣ stays above the floor with the sign of v*_t, and the orbit repeats.
+    ``m_last`` is the exact m_{T−1}; e_t = e_{T−1}/β^{T−1−t} on the periodic stretch gives the
+    first step at which the certificate holds."""
     T = len(xs)
-    tail = T // 2
-    for p in range(1, tail // 4 + 1):
+    for p in range(1, T // 8 + 1):
         if all(ss[t] == ss[t - p] and us[t] == us[t - p] for t in range(T - 3 * p, T)) and \
                 all(xs[t] == xs[t - p] for t in range(T - 3 * p, T)):
-            break
-    else:
-        return None
+            # the last three periods repeat with period p; a shorter repeat near the end can
+            # be part of a longer cycle, so a failed certificate moves on to the next p
+            found = _certify_period(b, tau, nesterov, xs, ss, m_last, us, floor, p)
+            if found is not None:
+                return found
+    return None
+
+
+def _certify_period(b, tau, nesterov, xs, ss, m_last, us, floor, p):
+    """:func:`_certify` for one candidate period p."""
+    T = len(xs)
     # earliest start of the periodic regime (signs and x periodic from there on)
     start = T - 3 * p
     while start - 1 >= tau + 1 and ss[start - 1] == ss[start - 1 + p] and \
@@ -304,10 +351,12 @@ def _certify(b, tau, ef, nesterov, xs, ss, ms, us, floor=None):
         return None
     xper = list(xs[start:start + p])
     # periodic momentum and its margin
-    vstar = []
+    # m*_start in closed form, then the EMA recursion m*_t = βm*_{t−1} + (1−β)x*_{t−τ}
+    vstar, mstar = [], _periodic_momentum(b, xper, tau, start, p, start)
     for t in range(start, start + p):
-        mstar = _periodic_momentum(b, xper, tau, t, p, start)
         g = xper[(t - tau - start) % p]
+        if t > start:
+            mstar = b * mstar + (1 - b) * g
         vstar.append((1 - b) * g + b * mstar if nesterov else mstar)
     if any(_sign(v) != s for v, s in zip(vstar, ss[start:start + p])):
         return None
@@ -317,56 +366,35 @@ def _certify(b, tau, ef, nesterov, xs, ss, ms, us, floor=None):
         return None
     # the deviation e_t = m_t − m*_t contracts by β once x_{t−τ} is periodic (t ≥ start+τ)
     coef = b if nesterov else 1
-    for t in range(start + tau + p, T):
-        e = ms[t] - _periodic_momentum(b, xper, tau, t, p, start)
-        if coef * abs(e) < slack:
-            return start, p, float(margin), t
-    return None
+    first = start + tau + p
+    if first > T - 1:
+        return None
+    e = abs(m_last - _periodic_momentum(b, xper, tau, T - 1, p, start))
+    if b == 0 or e == 0:
+        return start, p, float(margin), first
+    if not coef * e < slack:
+        return None
+    # the earliest t ≥ first at which the (larger) earlier deviation coef·e/β^(T−1−t) still
+    # certifies: j = T−1−t as large as possible with coef·e < slack·β^j (a float estimate of
+    # j from logarithms of the exact values, then corrected by exact comparisons)
+    def ok(j):
+        return coef * e < slack * b**j
+
+    def log(q):
+        return math.log(q.numerator) - math.log(q.denominator)
+
+    j = min(T - 1 - first, max(0, int((log(slack) - log(coef * e)) / -log(b))))
+    while j > 0 and not ok(j):
+        j -= 1
+    while j < T - 1 - first and ok(j + 1):
+        j += 1
+    return start, p, float(margin), T - 1 - j
 
 
 def amplitude_formula(beta, tau, nesterov: bool = False) -> float:
     r"""Harmonic-balance amplitude of the no-EF cycle in units of η, π/(2ω*)
     (:func:`harmonic_balance_amplitude`)."""
     return harmonic_balance_amplitude(float(beta), tau, nesterov)
-
-
-def amplitude_table(betas=(0.0, 0.5, 0.8, 0.9, 0.95), taus=(0, 1, 2, 3),
-                    x0=Fraction(3, 10)) -> list[dict]:
-    """Every certified cycle of the grid: one row per (τ, β, EF, Nesterov) with the amplitude
-    and mean ∣·∣ at the iterate x and the virtual point w (units of η), and the formula."""
-    rows = []
-    for t in taus:
-        for b in betas:
-            for ef in (False, True):
-                if ef and t == 0:
-                    continue
-                for nes in (False, True):
-                    c = cycle(b, t, ef, nes, x0)
-                    rows.append({"tau": t, "beta": float(b), "ef": ef, "nesterov": nes,
-                                 "period": c.period, "amplitude": float(c.amplitude),
-                                 "mean_abs": float(c.mean_abs),
-                                 "virtual_amplitude": float(c.virtual_amplitude),
-                                 "virtual_mean_abs": float(c.virtual_mean_abs),
-                                 "formula": None if ef else amplitude_formula(b, t, nes),
-                                 "locked_at": c.locked_at})
-    return rows
-
-
-def momentum_shrinks(rows: list[dict], key: str = "amplitude") -> list[dict]:
-    """The rows where a larger β gives a strictly smaller ``key`` than the next smaller β at
-    the same (τ, EF, Nesterov)."""
-    out = []
-    groups: dict = {}
-    for r in rows:
-        groups.setdefault((r["tau"], r["ef"], r["nesterov"]), []).append(r)
-    for rs in groups.values():
-        rs = sorted(rs, key=lambda r: r["beta"])
-        for a, b in zip(rs, rs[1:]):
-            if b[key] < a[key]:
-                out.append({"tau": b["tau"], "ef": b["ef"], "nesterov": b["nesterov"],
-                            "beta_from": a["beta"], "beta_to": b["beta"],
-                            key + "_from": a[key], key + "_to": b[key]})
-    return out
 
 
 # --------------------------------------------------------------------------- sympy steps
@@ -418,28 +446,52 @@ def _steps() -> list[Step]:
                  1 - beta * sp.cos(om) + sp.I * beta * sp.sin(om)),
               r"$H = (1-\beta)/(1 - \beta e^{-i\omega})$: its lag is "
               r"$\arctan\bigl(\beta\sin\omega/(1 - \beta\cos\omega)\bigr)$")
-    s3 = Step(r"MC3 $\beta = 0$: T1's tightness orbit", "identity",
-              eq((tau + sp.Rational(1, 2)) * sp.pi / (2 * tau + 1), sp.pi / 2),
-              r"$\omega^* = \pi/(2\tau + 1)$, $N = 2\tau + 1$, $A = (\tau + \frac12)\eta$ "
-              "(`delayed_lmo` TI3)")
-    s4 = Step(r"MC4 large-$\beta$ balance", "identity",
+    lag = sp.atan(beta * sp.sin(om) / (1 - beta * sp.cos(om)))
+    w_ = sp.Symbol("w")
+    s3 = Step(r"MC3 $\beta = 0$: the balance frequency", "definition",
+              eq(((tau + sp.Rational(1, 2)) * om + lag).subs(beta, 0).subs(
+                  om, sp.pi / (2 * tau + 1)), sp.pi / 2),
+              r"with no momentum lag the balance $(\tau + \frac12)\omega = \pi/2$ has the root "
+              r"$\omega^* = \pi/(2\tau + 1)$, so $A_\mathrm{HB} = (\tau + \frac12)\eta$: a "
+              r"consistency check of the balance, not a statement about the cycles. That every "
+              r"certified cycle at $\beta = 0$ has half peak-to-peak $(\tau + \frac12)\eta$ "
+              r"(and a larger $\max|x|$) is checked in exact arithmetic over the start grid "
+              r"(`muon_attractors` MA2)")
+    s4 = Step(r"MC4 large-$\beta$ balance", "assumption",
               eq((tau * om - c_ / om).subs(om, sp.sqrt(c_ / tau)), 0),
-              r"$\varphi \approx \pi/2 - \omega/2 - (1-\beta)/\omega$ for $\beta \to 1$: the "
-              r"balance $\tau\omega = (1-\beta)/\omega$ gives $\omega^* = \sqrt{(1-\beta)/\tau}$, "
-              r"$A \approx \frac{\pi}{2}\sqrt{\tau/(1-\beta)}\,\eta$ ($c = 1 - \beta$)")
+              r"assumed asymptotics $\varphi \approx \pi/2 - \omega/2 - (1-\beta)/\omega$ for "
+              r"$\beta \to 1$ ($c = 1 - \beta$); the balance $\tau\omega = (1-\beta)/\omega$ then "
+              r"gives $\omega^* = \sqrt{(1-\beta)/\tau}$ and $A_\mathrm{HB} \approx "
+              r"\frac{\pi}{2}\sqrt{\tau/(1-\beta)}\,\eta$. Checked numerically against the "
+              r"balance's root (`verify/test_muon_cycle.py`), not proved")
     sn, d_ = sp.symbols("s_omega d_omega", nonnegative=True)
+    s5a = Step("MC5a Nesterov filter", "identity",
+               eq((1 - beta) + beta * (1 - beta) / (1 - beta * w_),
+                  (1 - beta) * (1 + beta - beta * w_) / (1 - beta * w_)),
+               r"$v = (1-\beta)g + \beta m$ with $m = (1-\beta)g/(1 - \beta z^{-1})$: "
+               r"$H_N = (1-\beta)(1 + \beta - \beta z^{-1})/(1 - \beta z^{-1})$ ($w = z^{-1}$); "
+               r"its phase is the heavy-ball lag minus the phase of $1 + \beta - \beta "
+               r"e^{-i\omega}$")
+    s5b = Step("MC5b Nesterov's numerator", "identity",
+               eq(sp.expand_complex(1 + beta - beta * sp.exp(-sp.I * om)),
+                  1 + beta - beta * sp.cos(om) + sp.I * beta * sp.sin(om)),
+               r"the phase of $1 + \beta - \beta e^{-i\omega}$ is "
+               r"$\arctan\bigl(\beta\sin\omega/(1 + \beta - \beta\cos\omega)\bigr)$")
     s5 = Step("MC5 Nesterov lags less", "inequality",
               ge(beta * sn / (1 + beta * d_), 0),
-              r"Nesterov's lag is the heavy-ball lag minus "
-              r"$\arctan\bigl(\beta\sin\omega/(1 + \beta - \beta\cos\omega)\bigr)$, whose "
-              r"argument $\beta s/(1 + \beta d)$ ($s = \sin\omega \ge 0$, $d = 1 - \cos\omega "
-              r"\ge 0$) is $\ge 0$",
+              r"that phase is a lead: its argument $\beta s/(1 + \beta d)$ "
+              r"($s = \sin\omega \ge 0$, $d = 1 - \cos\omega \ge 0$ on $(0, \pi)$) is "
+              r"$\ge 0$, so by MC5a–MC5b Nesterov's lag is at most the heavy-ball lag",
               domain={})
-    s6 = Step("MC6 momentum lag is non-negative", "inequality",
-              ge(beta * sn / (1 - beta + beta * d_), 0),
-              r"$\beta\sin\omega/(1 - \beta\cos\omega) \ge 0$ on $(0, \pi)$: momentum adds "
-              r"phase lag, so without EF the balance frequency falls and the cycle grows with "
-              r"$\beta$")
+    s6 = Step("MC6 momentum lag grows with beta", "monotonicity",
+              ge(sp.diff(beta * sn / (1 - beta + beta * d_), beta), 0),
+              r"the heavy-ball lag's argument $\beta s/(1 - \beta\cos\omega) = \beta s/(1 - \beta "
+              r"+ \beta d)$ is non-decreasing in $\beta$ (its derivative "
+              r"$s/(1 - \beta + \beta d)^2 \ge 0$, certified) and arctan is increasing: the "
+              r"balance frequency falls and $A_\mathrm{HB}$ grows with $\beta$. This is about "
+              r"the harmonic balance; for the certified cycles the monotonicity in $\beta$ is "
+              r"checked on the grid by `muon_attractors` MA3",
+              mono=(beta * sn / (1 - beta + beta * d_), beta, 1, None))
     s7 = Step("MC7 harmonic balance", "cited",
               eq((tau + sp.Rational(1, 2)) * om + sp.Symbol(r"\varphi_\beta(\omega)"),
                  sp.pi / 2),
@@ -451,17 +503,19 @@ def _steps() -> list[Step]:
               r"(linearity of the EMA); if $|e|$ ($\beta|e|$ for Nesterov) is below the margin "
               r"$\min_t |v^*_t|$ at one $t_1$, $\operatorname{sign}(v_t) = s^*_t$ for all "
               r"$t \ge t_1$; checked in exact rational arithmetic by `muon_cycle.cycle`")
-    return [s1, s2, s3, s4, s5, s6, s7, s8]
+    return [s1, s2, s3, s4, s5a, s5b, s5, s6, s7, s8]
 
 
 @cache
 def result() -> Result:
-    """The MC :class:`~theory.assumptions.Result`: the lag identities behind the amplitude."""
+    """The MC :class:`~theory.assumptions.Result`: the lag identities behind the
+    harmonic-balance amplitude."""
     return Result(
         name="MC",
         title="Muon (1-D: sign descent) under delay: limit-cycle amplitude",
-        quantity="amplitude max|x*| of the limit cycle (no EF), units of eta",
-        quantity_latex=r"\max_t|x^*_t|/\eta",
+        quantity="harmonic-balance amplitude of the no-EF cycle, units of eta (an "
+                 "approximation of the half peak-to-peak, below it at large beta)",
+        quantity_latex=r"A_\mathrm{HB}/\eta",
         statement=sp.pi / (2 * sp.Symbol("omega^*", positive=True)),
         params=(sp.Symbol("omega^*", positive=True),),
         steps=_steps(),
@@ -469,11 +523,10 @@ def result() -> Result:
         legend={sp.Symbol("omega^*", positive=True): r"root of $(\tau + \frac12)\omega + "
                 r"\varphi_\beta(\omega) = \pi/2$ (harmonic balance)"},
         relation="=",
-        notes="approximate (harmonic balance); the exact cycle is computed and certified by "
-              "theory.muon_cycle.cycle",
+        notes="approximate (harmonic balance); the exact cycles are computed and certified by "
+              "theory.muon_cycle.cycle and enumerated as a set by theory.muon_attractors",
     )
 
 
-__all__ = ["Cycle", "cycle", "trajectory", "amplitude_formula", "amplitude_table",
-           "harmonic_balance_omega", "harmonic_balance_amplitude", "momentum_shrinks",
-           "result"]
+__all__ = ["Floor", "Cycle", "cycle", "trajectory", "amplitude_formula",
+           "harmonic_balance_omega", "harmonic_balance_amplitude", "result"]

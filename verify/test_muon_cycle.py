@@ -10,6 +10,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from theory import muon_cycle
+from theory.muon_attractors import attractor_set, variant
 from verify.cycle import (
     CycleInstance,
     DiagonalInstance,
@@ -67,17 +68,32 @@ def test_tau0_cycles_and_beta0_is_t1_orbit():
     assert all(x.passed for x in r)
 
 
-def test_no_ef_cycle_never_shrinks_with_momentum():
-    rows = [r for r in muon_cycle.amplitude_table(taus=(1, 2, 3)) if not r["ef"]]
-    assert muon_cycle.momentum_shrinks(rows) == []
+def test_harmonic_balance_underestimates_the_certified_cycles_at_large_beta():
+    # over the start grid (J = 6 offsets, R = 1): the balance never exceeds the worst half
+    # peak-to-peak, equals it at beta = 0, and is below the start-averaged one at beta >= 0.8
+    for tau in (1, 2, 3):
+        for b in ("0", "4/5", "19/20"):
+            for nes in (False, True):
+                s = attractor_set(variant(b, tau, nes), 6, 1)
+                hb = muon_cycle.harmonic_balance_amplitude(float(Fraction(b)), tau, nes)
+                assert hb <= float(s.worst("half_p2p")) + 1e-9
+                if b == "0":
+                    assert hb == pytest.approx(tau + 0.5, abs=1e-12)
+                else:
+                    assert hb < float(s.mean("half_p2p"))
 
 
-def test_harmonic_balance_tracks_the_exact_amplitude():
-    for r in muon_cycle.amplitude_table(taus=(1, 2, 3)):
-        if r["ef"]:
-            continue
-        # within 1.1 lattice steps of N/2 + 1/2 on the grid (approximation, stated as measured)
-        assert abs(r["amplitude"] - (r["formula"] + 0.5)) <= 1.1, r
+def test_momentum_lag_step_rejects_a_decreasing_claim():
+    # MC6 is a monotonicity certificate: the same step claiming a decreasing lag must fail
+    from dataclasses import replace
+
+    from theory.assumptions import beta
+
+    s6 = next(s for s in muon_cycle.result().steps if s.name.startswith("MC6"))
+    g, v, _, prem = s6.mono
+    assert s6.check() == "verified"
+    assert replace(s6, mono=(g, v, -1, prem), _status=None).check() == "FAILED"
+    assert v == beta
 
 
 def test_large_beta_asymptotics():
@@ -85,12 +101,6 @@ def test_large_beta_asymptotics():
         for beta in (0.99, 0.999):
             a = muon_cycle.harmonic_balance_amplitude(beta, tau)
             assert a / (math.pi / 2 * math.sqrt(tau / (1 - beta))) == pytest.approx(1, rel=0.05)
-
-
-def test_ef_nesterov_cycle_is_bounded_in_beta_at_tau1():
-    amps = [muon_cycle.cycle(Fraction(b), 1, True, True).amplitude
-            for b in ("4/5", "9/10", "19/20", "49/50")]
-    assert len(set(amps)) == 1
 
 
 @pytest.mark.parametrize("beta,tau,ef", [("0", 1, False), ("1/2", 2, True), ("9/10", 1, False),

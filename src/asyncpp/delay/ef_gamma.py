@@ -138,10 +138,16 @@ def optimal_ef_critical_step(beta: float, tau: int) -> float:
 
 def group_beta(group: dict) -> tuple[float, bool]:
     r"""(β, in_model): the momentum β of a parameter group, and whether the optimizer is
-    inside T3's model (EMA/heavy-ball momentum: SGD ``momentum``, Muon ``momentum``).
+    inside T3's model (EMA/heavy-ball momentum with a linear step: SGD ``momentum``).
 
-    Groups with ``use_muon=False`` (Muon's AdamW part) and optimizers with ``betas`` (Adam
-    family, Lion, SOAP, MARS, Adan) give β₁ = ``betas[0]``: outside T3's model, a heuristic."""
+    Muon groups (``use_muon=True``) give their ``momentum`` but are outside T3's model: Muon's
+    step has a fixed length (an LMO), so on a quadratic it does not diverge past an edge but
+    settles on limit cycles, and the γ that minimises its delayed floor is not T3's γ*
+    (``theory.muon_attractors``). Groups with ``use_muon=False`` (Muon's AdamW part) and
+    optimizers with ``betas`` (Adam family, Lion, SOAP, MARS, Adan) give β₁ = ``betas[0]``:
+    outside T3's model too. Outside the model γ*(β, τ) is a heuristic."""
+    if group.get("use_muon", False) and "momentum" in group:
+        return float(group["momentum"]), False
     if group.get("use_muon", True) and "momentum" in group:
         return float(group["momentum"]), True
     if "betas" in group:
@@ -175,7 +181,13 @@ def resolve_ef_gamma(ef_gamma, groups: Sequence[dict], delays: Sequence[int]) ->
                 raise ValueError(f"ef_gamma='auto' needs a momentum β in [0, 1); parameter "
                                  f"group {g} has β = {beta!r}")
             gam = optimal_ef_gamma(beta, int(tau))
-            if not exact:
+            if not exact and group.get("use_muon", False):
+                log.warning("ef_gamma='auto': group %d is a Muon group, outside T3's model "
+                            "(SGD momentum); T3's gamma* = %.6g for beta = %g, tau = %d is a "
+                            "heuristic there and on Muon's delayed 1-D cycles it does not "
+                            "minimise the floor (theory.muon_attractors); ef_gamma=1 (the "
+                            "paper's EF) is the alternative", g, gam, beta, int(tau))
+            elif not exact:
                 log.info("ef_gamma='auto': group %d uses beta1 = %g of an optimizer outside "
                          "T3's momentum model (a heuristic): gamma = %.6g", g, beta, gam)
             out.append(gam)
