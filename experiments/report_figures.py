@@ -148,8 +148,9 @@ def figure_nag(R, path: Path) -> Path | None:
     from report_beyond import NAG_LABEL, NAG_MODES, NAG_OPTIMIZERS, nag_cell, nag_sync
     from report_common import vals
 
-    cells = {o: [(f"{NAG_LABEL[s]}\n{lab}", nag_cell(o, s, m))
-                 for s in ("2bw", "pipedream") for m, lab in NAG_MODES] for o in NAG_OPTIMIZERS}
+    scheds = ("2bw", "pipedream")
+    cells = {o: [(lab, nag_cell(o, s, m)) for s in scheds for m, lab in NAG_MODES]
+             for o in NAG_OPTIMIZERS}
     if not any(vals(R, c) for o in cells for _, c in cells[o]):
         return None
     plt = _plt()
@@ -176,6 +177,9 @@ def figure_nag(R, path: Path) -> Path | None:
             span = max(lo) - min(lo)
             ax.set_ylim(min(lo) - 0.3 * span - 1e-3, max(lo) + 0.15 * span + 1e-3)
         ax.set_xticks(range(len(cells[o])), [lab for lab, _ in cells[o]])
+        for g, sched in enumerate(scheds):  # the schedule under its group of bars
+            ax.text((g + 0.5) / len(scheds), -0.16, NAG_LABEL[sched], ha="center", va="top",
+                    transform=ax.transAxes)
         ax.set_title(f"{LABEL[o]}, deep model, P = {_tc.NAG_P}")
         ax.set_ylabel("final val loss")
         ax.grid(alpha=0.3, axis="y")

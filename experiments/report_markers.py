@@ -40,6 +40,13 @@ def _mean_sd(xs: list[float], digits: int, signed: bool, sd: bool = True) -> str
     return f"{head} ± {s.sd:.{digits}f}"
 
 
+def _seed_gaps(R, s: str, a: str) -> dict[int, float]:
+    """seed → a − s over the seeds both have (finite ones)."""
+    vs, va = vals(R, s), vals(R, a)
+    return {k: va[k] - vs[k] for k in set(vs) & set(va)
+            if math.isfinite(va[k]) and math.isfinite(vs[k])}
+
+
 def number(key: str) -> str:
     """The current value of a number quoted in prose, from the result files only.
 
@@ -61,6 +68,11 @@ def number(key: str) -> str:
     - ``sharepd/S/A/C1/C2`` — the paired per-seed share of C2 minus that of C1, percentage
       points with the 95 % interval and signs; ``sharevd/S/A/C1/C2`` — its verdict (a larger
       share is better);
+    - ``dd/S1/A1/S2/A2`` — the paired change of a gap, (A2 − S2) − (A1 − S1) seed by seed,
+      with its interval and signs; ``ddvd/S1/A1/S2/A2`` its verdict ("better": the second gap
+      is smaller);
+    - ``done/T``, ``planned/T`` — finished and planned runs of table T of the tier;
+    - ``updates/C`` — updates × sequences per update of cell C's runs ("400 × 8");
     - ``gapratio/S/A/B`` — the gap A − S over the gap B − S on the seed means (default 2 digits);
     - ``drift/C``, ``driftmean/C`` — mean relative update drift ρ̄ (default 2 digits);
     - ``pearson``, ``spearman`` — drift against share recovered over the optimizers (Table 6);
@@ -119,6 +131,21 @@ def _number(key: str) -> str:
         if kind == "sharevd":
             return stats.verdict(p, lower_is_better=False)
         return p.fmt(d or 0).replace(" [", " pp [", 1) if p.lo is not None else p.fmt(d or 0)
+    if kind in ("done", "planned"):
+        todo = sweep.plan([args[0]], None, None, sweep.get_tier(tier))
+        if kind == "planned":
+            return str(len(todo))
+        return str(sum(s in R.get(c.name, {}) for c, s in todo))
+    if kind == "updates":
+        from report_paper import _updates
+
+        return _updates(R, args[0])
+    if kind in ("dd", "ddvd"):
+        g1, g2 = _seed_gaps(R, args[0], args[1]), _seed_gaps(R, args[2], args[3])
+        if not set(g1) & set(g2):
+            return "—"
+        p = stats.paired(g2, g1)
+        return stats.verdict(p) if kind == "ddvd" else p.fmt(d or 3)
     if kind == "gapseed":
         a, b = vals(R, args[1]).get(int(args[0])), vals(R, args[2]).get(int(args[0]))
         return "—" if a is None or b is None else f"{b - a:+.{d or 3}f}"
