@@ -399,7 +399,7 @@ def _chapter_doc(chapter: str) -> str | None:
 
 
 def results_table_md() -> str:
-    """The theory index: a table of every result of ``theory.all_results()`` (its chapter, its
+    """The theory index: a list of every result of ``theory.all_results()`` (its chapter, its
     title, its proof steps by check status), then every result's final bound as display math
     (an equation cannot sit in a table cell without overflowing it)."""
     rows, bounds = [], []
@@ -407,10 +407,11 @@ def results_table_md() -> str:
         statuses, _ = check_statuses(result)
         doc = _chapter_doc(chapter)
         link = f"{{doc}}`{chapter} <{doc}>`" if doc else chapter
-        rows.append([link, f"`{result.name}`", md_math(result.title), counts_md(statuses)])
+        rows.append(f"- **{link}**, `{result.name}`: {md_math(result.title)}. Proof steps: "
+                    f"{counts_md(statuses)}")
         bounds.append(f"**{md_text(result.name)}** ({link})\n\n{result_statement_md(result)}")
-    table = md_table(["chapter", "result", "statement", "proof steps"], rows, "llll")
-    return table + "\n\n**The final bounds.**\n\n" + "\n\n".join(bounds)
+    # a list: the badges of a table's last column wrap over many lines in the 700-px column
+    return "\n".join(rows) + "\n\n**The final bounds.**\n\n" + "\n\n".join(bounds)
 
 
 def step_md(step) -> str:
@@ -478,10 +479,12 @@ def trust_md(result, statuses: list[str]) -> str:
     rows = []
     for step, status in zip(result.steps, statuses):
         if status in ("assumed", "cited", "FAILED"):
-            rows.append([badge(status), f"**{md_math(step.name)}**", md_math(step.note) or "—"])
+            rows.append(f"- {badge(status)} **{md_math(step.name)}**: "
+                        f"{md_math(step.note) or '—'}")
     if not rows:
         return "Every step is machine-checked."
-    return md_table(["status", "step", "justification"], rows)
+    # a list, not a table: a justification is a sentence with math, too wide for a cell
+    return "\n".join(rows)
 
 
 def theory_results() -> list[tuple[str, object]]:
@@ -578,6 +581,7 @@ def load_claims():
     spec = importlib.util.spec_from_file_location("asyncpp_experiments_claims",
                                                   root / "claims.py")
     mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # its dataclasses look their module up while it loads
     spec.loader.exec_module(mod)
     return mod
 

@@ -337,6 +337,43 @@ def summary_md(root: Path = HERE) -> str:
     return "\n".join(lines) + "\n\n" + "\n".join(head)
 
 
+# The paper's final validation losses at 360M, 20 tokens/parameter (sync, async, async + EF;
+# /work/shared/PAPER.md, "Numbers reported"): quoted beside ours, never compared as equals.
+PAPER_360M = {"muon": (2.578, 2.590, 2.583), "adamw": (2.612, 2.890, 2.640)}
+LABEL = {"muon": "Muon", "adamw": "AdamW"}
+
+
+def paper_table_md(tier: str, root: Path = HERE) -> str:
+    """Muon and AdamW on ``tier`` beside the paper's 360M numbers, one column per optimizer
+    (so it fits the page): the three final losses (mean ± sd over n seeds), the gap async − sync
+    and the share of it EF recovers, each with the paper's value."""
+    R = load(tier, root)
+    cols, n = [], set()
+    for o in PAPER_360M:
+        s, a, e = (vals(R, f"{o}-{m}") for m in ("sync", "async", "ef"))
+        if not (s and a and e):
+            continue
+        n |= {len(s), len(a), len(e)}
+        gap = stats.paired(a, s)
+        share, _ = stats.share(s, a, e)
+        ps, pa, pe = PAPER_360M[o]
+        cols.append((o, [stats.summary(s).fmt(), stats.summary(a).fmt(), stats.summary(e).fmt(),
+                         f"{gap.mean:+.3f}", f"{pa - ps:+.3f}",
+                         "—" if share is None else f"{100 * share:.0f} %",
+                         f"{100 * (pa - pe) / (pa - ps):.0f} %"]))
+    if not cols:
+        return f"No Muon or AdamW results in `{tier}` yet."
+    rows = ["final loss, synchronous", "final loss, one-step delay (2BW)", "final loss, 2BW + EF",
+            "gap async − sync", "gap, the paper (360M)", "share of the gap EF recovers",
+            "share, the paper (360M)"]
+    seeds = "/".join(str(k) for k in sorted(n))
+    out = [f"| `{tier}`, n = {seeds} seeds | " + " | ".join(LABEL[o] for o, _ in cols) + " |",
+           "| :-- | " + " | ".join("--:" for _ in cols) + " |"]
+    for i, r in enumerate(rows):
+        out.append(f"| {r} | " + " | ".join(c[i] for _, c in cols) + " |")
+    return "\n".join(out).replace("-0.", "−0.").replace("+-", "−")
+
+
 def figure(path: Path, root: Path = HERE) -> Path | None:
     """One panel per claim tested by a loss difference: the paired difference of each tier
     with its 95 % t-interval, zero marked (a verdict word needs the interval off zero)."""
@@ -381,5 +418,5 @@ def figure(path: Path, root: Path = HERE) -> Path | None:
     return path
 
 
-__all__ = ["CLAIMS", "Claim", "Regime", "Verdict", "figure", "load", "regime", "summary_md",
-           "t2_drift", "tiers", "vals", "verdicts"]
+__all__ = ["CLAIMS", "PAPER_360M", "Claim", "Regime", "Verdict", "figure", "load",
+           "paper_table_md", "regime", "summary_md", "t2_drift", "tiers", "vals", "verdicts"]

@@ -302,8 +302,12 @@ def _image_bytes(src: str, root: Path, base: str) -> bytes | None:
 
 
 def _figure_findings(img: dict, root: Path, base: str) -> list[tuple[str, str]]:
-    name = urllib.parse.unquote(img["src"].rsplit("/", 1)[-1])[:60] if not \
-        img["src"].startswith("data:") else "an inline image"
+    if img["src"].startswith("data:"):  # an embedded image: named by its caption
+        words = (img["caption"] or img["alt"] or "").split()
+        name = "the figure “" + " ".join(words[:6]) + ("…”" if len(words) > 6 else "”") \
+            if words else "an embedded image"
+    else:
+        name = urllib.parse.unquote(img["src"].rsplit("/", 1)[-1])[:60]
     out = [(rule, f"{name}: {d}" if d else name)
            for rule, d in rules.caption_problems(img["caption"])]
     data = _image_bytes(img["src"], root, base)
