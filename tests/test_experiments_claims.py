@@ -1,0 +1,107 @@
+"""The per-claim verdicts of ``experiments/claims.py`` on synthetic result folders.
+
+Each test writes result files as ``experiments/sweep.py`` does (one JSON per run) and checks the
+verdict the rule gives: a word only when the paired 95 % interval excludes zero, "within noise"
+otherwise; the regime read from the configuration; the paper's regime listed first.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "experiments"))
+
+claims = pytest.importorskip("claims")
+
+
+def _write(root: Path, tier: str, cell: str, seed: int, val: float, *, params=131_392,
+           steps=300, batch=16, seq=64, epochs=0.18):
+    d = root / tier / "results"
+    d.mkdir(parents=True, exist_ok=True)
+    rec = {"cell": cell, "seed": seed, "status": "ok",
+           "config": {"train": {"steps": steps, "batch_size": batch},
+                      "data": {"seq_len": seq}, "model": {"vocab_size": 512}},
+           "final": {"val_loss": val, "params": params, "tokens": steps * batch * seq,
+                     "epochs": epochs}}
+    (d / f"{cell}-seed{seed}.json").write_text(json.dumps(rec), encoding="utf-8")
+
+
+def _table1(root, tier, sync, asyn, ef, opt="muon", **kw):
+    for k, (s, a, e) in enumerate(zip(sync, asyn, ef)):
+        _write(root, tier, f"{opt}-sync", k, s, **kw)
+        _write(root, tier, f"{opt}-async", k, a, **kw)
+        _write(root, tier, f"{opt}-ef", k, e, **kw)
+
+
+def _verdict(root, tier, key):
+    return next(v for v in claims.verdicts(tier, root)[1] if v.claim == key)
+
+
+def test_ef_reproduced_when_every_seed_agrees(tmp_path):
+    _table1(tmp_path, "t", [3.00, 3.10, 3.05], [3.20, 3.31, 3.24], [3.10, 3.20, 3.15])
+    v = _verdict(tmp_path, "t", "muon-ef")
+    assert v.word == "reproduced"
+    assert v.paired.hi < 0 and v.paired.n == 3
+
+
+def test_within_noise_when_the_interval_straddles_zero(tmp_path):
+    _table1(tmp_path, "t", [3.0, 3.0, 3.0], [3.2, 3.2, 3.2], [3.25, 3.10, 3.20])
+    assert _verdict(tmp_path, "t", "muon-ef").word == "within noise"
+
+
+def test_not_reproduced_when_ef_is_worse(tmp_path):
+    _table1(tmp_path, "t", [3.0, 3.1, 3.2], [3.2, 3.3, 3.4], [3.30, 3.41, 3.50])
+    assert _verdict(tmp_path, "t", "muon-ef").word == "not reproduced"
+
+
+def test_share_size_against_the_papers_range(tmp_path):
+    # shares 0.5, 0.55, 0.6: the interval [0.43, 0.67] is not wholly inside 50-70 %
+    _table1(tmp_path, "t", [3.0, 3.0, 3.0], [3.2, 3.2, 3.2], [3.10, 3.09, 3.08])
+    assert _verdict(tmp_path, "t", "muon-share").word == "within noise"
+    # AdamW at 20-30 %, all seeds: wholly below the paper's 85-90 %
+    _table1(tmp_path, "t", [3.0, 3.0, 3.0], [4.0, 4.0, 4.0], [3.80, 3.75, 3.70], opt="adamw")
+    v = _verdict(tmp_path, "t", "adamw-share")
+    assert v.word == "not reproduced" and "85–90 %" in v.evidence
+
+
+def test_one_seed_gives_no_verdict_word(tmp_path):
+    _table1(tmp_path, "t", [3.0], [3.2], [3.1])
+    assert _verdict(tmp_path, "t", "muon-ef").word == "too few seeds"
+
+
+def test_regime_and_the_papers_regime_first(tmp_path):
+    _table1(tmp_path, "tiny", [3.0, 3.1], [3.2, 3.3], [3.1, 3.2])
+    # 20 tokens/parameter: 409,600 tokens on 20,480 parameters, one pass
+    _table1(tmp_path, "opt-20k", [3.0, 3.1], [3.2, 3.3], [3.1, 3.2], params=20_480,
+            steps=400, batch=8, seq=128, epochs=0.5)
+    _table1(tmp_path, "opt-big", [3.0, 3.1], [3.2, 3.3], [3.1, 3.2], params=40_960,
+            steps=800, batch=8, seq=128, epochs=0.9)
+    assert claims.tiers(tmp_path) == ["opt-20k", "opt-big", "tiny"]
+    reg = claims.regime("opt-20k", claims.load("opt-20k", tmp_path))
+    assert reg.tokens == 400 * 8 * 128 and reg.tokens_per_param == pytest.approx(20.0)
+    assert reg.paper_regime
+    tiny = claims.regime("tiny", claims.load("tiny", tmp_path))
+    assert not tiny.paper_regime and tiny.tokens_per_param == pytest.approx(307_200 / 131_392)
+    md = claims.summary_md(tmp_path)
+    assert md.index("`opt-20k`") < md.index("`tiny`")
+    assert "**not the paper's regime**" in md.split("`tiny`")[1].split("\n")[0]
+
+
+def test_more_than_one_epoch_is_not_the_papers_regime(tmp_path):
+    _table1(tmp_path, "rep", [3.0, 3.1], [3.2, 3.3], [3.1, 3.2], params=20_480, steps=400,
+            batch=8, seq=128, epochs=1.5)
+    assert not claims.regime("rep", claims.load("rep", tmp_path)).paper_regime
+
+
+def test_failed_runs_are_left_out(tmp_path):
+    _table1(tmp_path, "t", [3.0, 3.1, 3.2], [3.2, 3.3, 3.4], [3.1, 3.2, 3.3])
+    bad = tmp_path / "t" / "results" / "muon-ef-seed2.json"
+    rec = json.loads(bad.read_text())
+    rec["status"] = "failed"
+    bad.write_text(json.dumps(rec))
+    assert _verdict(tmp_path, "t", "muon-ef").paired.n == 2
