@@ -18,10 +18,12 @@ import bench_muon
 import bench_pipeline
 import bench_train
 import bench_wpipe
+import peer_torch
 
 BENCHMARKS = [("1 Muon step", bench_muon), ("2 delay-core overhead", bench_delay),
               ("3 pipeline throughput", bench_pipeline), ("4 weight-version memory", bench_memory),
-              ("5 training throughput", bench_train), ("7 WPipe vs 2BW vs 1F1B", bench_wpipe)]
+              ("5 training throughput", bench_train), ("7 WPipe vs 2BW vs 1F1B", bench_wpipe),
+              ("8 asyncpp vs torch.distributed.pipelining", peer_torch)]
 
 
 def main(argv=None) -> int:

@@ -97,3 +97,40 @@ def test_async_cli(bench):
     r = bench_async_cli.main(["--model", "tiny", "--steps", "3", "--rounds", "1", "--batch", "4",
                               "--cases", "1f1b", "2bw", "--no-save"])
     assert r["2bw_over_1f1b"] > 0 and set(r["median"]) == {"1f1b", "2bw"}
+
+
+@pytest.mark.multiprocess
+def test_peer_torch(bench):
+    import peer_torch
+
+    r = peer_torch.main(["--smoke"])
+    cell = r["cells"]["mlp/m2"]["schedules"]
+    assert set(cell) == set(r["params"]["names"])  # every schedule ran on the MLP
+    assert all(s["ratio_vs_torch_1f1b"]["median"] > 0 for s in cell.values())
+    assert (bench / "peer_torch.json").exists()
+    assert "| m | torch 1F1B step (ms) |" in peer_torch.render(r)
+    assert peer_torch.ideal_ratio(2, 1.0, 0.0) == 1.5  # (m + P − 1) / m without an update
+
+
+def test_at_scale(bench):
+    import at_scale
+
+    stage = {"t_f": 0.01, "t_b": 0.02, "t_bi": 0.01, "t_upd": 0.015, "t_msg": 0.0}
+    (bench / "peer.json").write_text(json.dumps({"costs": {"demo": [stage, stage]},
+                                                 "run": {"date": "test"}}))
+    r = at_scale.main(["--costs", str(bench / "peer.json"), "--stages", "4",
+                       "--m-factors", "1", "2"])
+    rows = {(x["m"], x["schedule"]): x for x in r["rows"]}
+    t, tu = 0.03, 0.015
+    for m in (4, 8):  # 2BW over 1F1B: 1F1B's flush (P − 1)·t_mb, the update counted in both
+        want = ((m + 3) * t + tu) / (m * t + tu)
+        assert rows[(m, "2bw")]["throughput_vs_1f1b"] == pytest.approx(want, rel=1e-9)
+        # interleaved (v = 2) halves the flush
+        want = ((m + 3) * t + tu) / (m * t + 1.5 * t + tu)
+        assert rows[(m, "interleaved-1f1b")]["throughput_vs_1f1b"] == pytest.approx(want)
+    # ZB-V with t_w = t_b / 2 = t_f: bubble (P − 1)(t_f + t_b − 2 t_w) = 3 t_f
+    assert rows[(8, "zb-v")]["step_s"] == pytest.approx(8 * t + 3 * 0.01 + tu)
+    assert rows[(4, "2bw")]["weights"] == 2 and rows[(4, "1f1b")]["weights"] == 1
+    assert not rows[(4, "zb-v")]["modelled"] and rows[(8, "zb-v")]["modelled"]
+    assert r["one_f_one_b_simulator_vs_formula"] < 1e-9
+    assert (bench / "at_scale.json").exists()
