@@ -165,6 +165,7 @@ def certify(beta_v, tau: int, rel: float = 1e-9, gamma=None, p_star=None) -> dic
         :math:`\pi_\tau \le 0` or :math:`\ge \tilde p` (isolating intervals refined until the
         rational bounds decide), and the z = −1 line :math:`p(1 + 2\tilde\gamma) =
         (-1)^\tau 2(1+\beta)` has no p in :math:`(0, \tilde p)`.
+
     So :math:`c^*(\beta, \tau, \tilde\gamma) \ge \tilde p/(1-\beta)`. ``gamma`` / ``p_star``
     replace the closed form's γ* / p* (to see the certificate refuse a wrong claim)."""
     bq = sp.nsimplify(beta_v)
@@ -396,5 +397,5 @@ def optimal_gamma_closed(beta_v, tau: int) -> tuple[float, float]:
 
 
 __all__ = ["TAUS", "beta_one_limits", "certify", "closed_form", "gamma_num", "lobe_maximum",
-           "lobe_maximum_float", "lobe_p", "numeric_checks", "optimal_gamma_closed", "omega",
-           "q", "result", "stationary_poly", "tau2_ustar", "u"]
+           "lobe_maximum_float", "lobe_p", "numeric_checks", "optimal_gamma_closed", "result",
+           "stationary_poly", "tau2_ustar"]
