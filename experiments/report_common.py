@@ -209,6 +209,16 @@ def _mean(v: dict, keys) -> float:
     return sum(v[k] for k in keys) / len(keys)
 
 
+def paper_share(o: str) -> float | None:
+    """The paper's EF share of optimizer ``o`` in % (``stats.share`` on its 360M numbers);
+    None where the paper gives no EF number."""
+    s, a, e = PAPER_360M[o]
+    if e is None:
+        return None
+    on_means, _ = stats.share({0: s}, {0: a}, {0: e})
+    return 100.0 * on_means
+
+
 def share_val(R, s: str, a: str, c: str, seeds=None) -> Val:
     """"NN % (per-seed shares)" with n."""
     x, per = share(R, s, a, c, seeds)

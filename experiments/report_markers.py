@@ -14,7 +14,18 @@ import re
 
 import stats
 import sweep
-from report_common import LABEL, PAPER_360M, diffs, drift, minus, pair, share, spectral_drift, vals
+from report_common import (
+    LABEL,
+    PAPER_360M,
+    diffs,
+    drift,
+    minus,
+    pair,
+    paper_share,
+    share,
+    spectral_drift,
+    vals,
+)
 
 NUMBER_RE = re.compile(r"<!--n:([^>]*?)-->(.*?)<!--/n-->", re.S)
 _R_CACHE: dict[str, dict] = {}
@@ -96,7 +107,8 @@ def _number(key: str) -> str:
         if kind == "gap":
             return f"{a_ - s_:+.3f}"
         if kind == "rec":
-            return "—" if e_ is None else f"{100 * (a_ - e_) / (a_ - s_):.0f} %"
+            x = paper_share(args[0])
+            return "—" if x is None else f"{x:.0f} %"
         raise KeyError(f"unknown paper number {key!r}")
     R = _results_of(tier)
     d = int(dig) if dig else None

@@ -22,6 +22,8 @@ from report_common import (
     lr_of,
     minus,
     pair,
+    paper_share,
+    pct,
     section,
     share,
     share_val,
@@ -133,7 +135,7 @@ def table_flatness(R) -> str:
 def table_paper() -> str:
     rows = []
     for o, (s, a, e) in PAPER_360M.items():
-        rec = f"{100 * (a - e) / (a - s):.0f} %" if e is not None else "—"
+        rec = pct(paper_share(o))
         rows.append([LABEL[o], s, a, e if e is not None else "—", minus(f"{a - s:+.3f}"), rec])
     return grid(["optimizer", "sync", "async", "async + EF", "gap", "EF recovers"], rows)
 
