@@ -93,7 +93,8 @@ def number(key: str) -> str:
       the gap of M at its best lr against sync at its best lr, mean ± std;
     - ``h3f/O/B`` — H3's lr factor for optimizer O at β = B, "× 0.5";
     - ``zerogap/O`` — the zero-gap table's best correction of optimizer O ("EF(γ*)"),
-      ``zerogapsd/O`` its gap in units of sync's seed sd;
+      ``zerogappd/O`` its paired gap to sync with interval and signs, ``zerogapsd/O`` that gap
+      in units of sync's seed sd, ``zerogapvd/O`` its verdict;
     - ``paper/gap/O``, ``paper/rec/O`` — the paper's 360M gap and EF share (``PAPER_360M``).
     """
     return minus(_number(key))
@@ -219,7 +220,7 @@ def _number(key: str) -> str:
 
         f = h3_factor(args[0], float(args[1]), sweep.get_tier(tier))
         return "—" if f is None else f"× {f:g}"
-    if kind in ("zerogap", "zerogapsd"):
+    if kind in ("zerogap", "zerogapsd", "zerogappd", "zerogapvd"):
         from report_zero_gap import zero_gap_row
 
         row = zero_gap_row(R, args[0])
@@ -227,6 +228,10 @@ def _number(key: str) -> str:
             return "—"
         if kind == "zerogap":
             return row.label
+        if kind == "zerogappd":
+            return row.paired.fmt(d or 3)
+        if kind == "zerogapvd":
+            return stats.verdict(row.paired)
         return "—" if row.in_sd is None else f"{row.in_sd:+.{d or 1}f}"
     if kind == "flatdrop":
         recs = [r for r in R.get(args[0], {}).values() if r.get("status") == "ok"]

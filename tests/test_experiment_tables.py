@@ -194,3 +194,18 @@ def test_figures_fit_a_700_px_column(tmp_path):
         width = struct.unpack(">I", p.read_bytes()[16:20])[0]  # the PNG IHDR width
         assert width == 700, p.name
         assert report.CAPTIONS[p.stem].endswith(".")  # a sentence, not a file name
+
+
+def test_readme_zero_gap_table_is_the_reports():
+    """experiments/README.md shows report_zero_gap's marked table (its numbers are checked by
+    tests/test_docs_numbers.py), and every declared prediction section exists there."""
+    if not TINY.results.is_dir():
+        pytest.skip("no experiments/tiny/results in this checkout")
+    import report_zero_gap
+
+    text = (EXP / "README.md").read_text(encoding="utf-8")
+    assert report_zero_gap.marked_table(("tiny", "small")) in text
+    headings = [ln for ln in text.splitlines() if ln.startswith("#")]
+    for t in tables.TABLES.values():
+        if t.prediction:
+            assert any(t.prediction in h for h in headings), (t.id, t.prediction)
