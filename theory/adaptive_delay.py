@@ -326,10 +326,13 @@ def gap_table(betas=(0.8, 0.9, 0.95, 0.98), tau: int = 1) -> list[dict]:
 def noisy_floor(method: str, beta1: float, tau: int, ef: bool, nu: float, *,
                 steps: int = 20000, d: int = 16, seed: int = 1, **kw) -> float:
     """Monte-Carlo floor F/(hη²) at noise ratio ν_σ = σ/(ηh) (η = h = 1, d independent
-    coordinates, second half of ``steps``). Sign runs start off the lattice (x₀ = 0.3)."""
+    coordinates, second half of ``steps``). Sign runs start coordinate i at the lattice offset
+    (2i+1)/(2d), so that noise-free they average the floor over d offsets as the exact
+    start-averaged floors do; the others start at x₀ = 0.3."""
     b2 = kw.pop("beta2", 0.999 if method == "adam" else 0.92)
+    x0 = (2 * np.arange(d) + 1) / (2 * d) if method == "sign" else 0.3
     xs = simulate(method, 1.0, np.ones(d), beta1=beta1, beta2=b2, tau=tau, ef=ef,
-                  steps=steps, x0=0.3, sigma=nu, seed=seed, **kw)
+                  steps=steps, x0=x0, sigma=nu, seed=seed, **kw)
     return floor_value(xs, np.ones(d)) / d
 
 

@@ -512,7 +512,7 @@ def result() -> Result:
     harmonic-balance amplitude."""
     return Result(
         name="MC",
-        title="Muon (1-D: sign descent) under delay: limit-cycle amplitude",
+        title="Muon (1-D: sign descent) under delay: the harmonic-balance cycle amplitude",
         quantity="harmonic-balance amplitude of the no-EF cycle, units of eta (an "
                  "approximation of the half peak-to-peak, below it at large beta)",
         quantity_latex=r"A_\mathrm{HB}/\eta",
