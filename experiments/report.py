@@ -78,6 +78,7 @@ from report_figures import (  # noqa: E402,F401
     figure_nag,
     figures,
     glance_figure,
+    image,
 )
 from report_gpu import build_gpu_report, table_gpu_speed, table_gpu_tier  # noqa: E402,F401
 from report_markers import _R_CACHE, NUMBER_RE, fill_numbers, glance_table, number, stale_numbers  # noqa: E402,F401
@@ -156,7 +157,7 @@ def build_report(tier: sweep.Tier) -> Path:
     if paper:
         md += ["## Figures", ""]
         for p in paper:
-            md += [f"![{CAPTIONS.get(p.stem, p.stem)}](figures/{p.name})", ""]
+            md += [image(p), ""]
     tier.tables.write_text("\n".join(md))
     return tier.tables
 

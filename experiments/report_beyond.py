@@ -274,15 +274,13 @@ def section_efg(R, tier):
 
 
 def section_efg_beta(R, tier):
-    from report_figures import figure_efg_beta
+    from report_figures import figure_efg_beta, image
 
     md = section("efg-beta", ["", "Sync and async are Table 2's cells; β = 0.95 is Table 1's "
                               "and the efg table's.", "", table_efg_beta(R), ""])
     fig = figure_efg_beta(R, tier.figures / "efg_share_vs_beta.png", tier)
     if fig:
-        md += [f"![The share of Muon's gap that EF and EF(γ*) recover against the momentum β "
-               f"(mean ± sd of the per-seed shares, {tier.name} tier).]"
-               "(figures/efg_share_vs_beta.png)", ""]
+        md += [image(fig), ""]
     return md, [fig] if fig else []
 
 
@@ -295,14 +293,12 @@ def section_efg_depth(R, tier):
 
 
 def section_nag(R, tier):
-    from report_figures import figure_nag
+    from report_figures import figure_nag, image
 
     md = section("nag", ["", nag_caption(R), "", table_nag(R), ""])
     fig = figure_nag(R, tier.figures / "nag_depth.png")
     if fig:
-        md += ["![The final validation loss of every cell of the delay-corrections table: bars "
-               "are seed means, dots single seeds, the dashed line the synchronous reference.]"
-               "(figures/nag_depth.png)", ""]
+        md += [image(fig), ""]
     return md, [fig] if fig else []
 
 

@@ -139,7 +139,22 @@ CAPTIONS = {
                                  "relative update drift, one point per optimizer.",
     "glance": "The validation loss of Muon and AdamW, synchronous, delayed and delayed with EF, "
               "seed means.",
+    "efg_share_vs_beta": "The share of Muon's gap that EF and EF(γ*) recover against the "
+                         "momentum β (mean ± sd of the per-seed shares).",
+    "nag_depth": "The final validation loss of every cell of the delay-corrections table: bars "
+                 "are seed means, dots single seeds, the dashed line the synchronous reference.",
+    "gap_vs_lr": "The gap to sync of async and of async + EF against lr/lr* (log₂ axis; mean ± "
+                 "sd over seeds 0 and 1), with T3's edge fractions as vertical lines.",
+    "h3_gap_drift_vs_beta": "The gap async − sync at the re-tuned lr and at lr* (top) and T2's "
+                            "drift of the async run (bottom), against the momentum β.",
+    "h4_gap_vs_steps": "The gap to sync of async and of async + EF against the number of "
+                       "training steps (seeds 0 and 1).",
 }
+
+
+def image(path: Path) -> str:
+    """The Markdown of a figure in tables.md, its caption a sentence (:data:`CAPTIONS`)."""
+    return f"![{CAPTIONS.get(path.stem, path.stem)}](figures/{path.name})"
 
 
 def figure_nag(R, path: Path) -> Path | None:

@@ -207,7 +207,7 @@ def table_h4(R, tier) -> str:
 
 # -- the sections of tables.md (tables.py's ``render``) ------------------------------------------
 def section_h1(R, tier):
-    from report_figures import figure_gap_vs_lr
+    from report_figures import figure_gap_vs_lr, image
 
     fig = figure_gap_vs_lr(R, tier.figures / "gap_vs_lr.png")
     edges = []
@@ -223,9 +223,7 @@ def section_h1(R, tier):
         "side scaled with it). lr* × 1 is Table 1's cells, read on seeds 0 and 1 like the "
         "others; gaps paired by seed.", "", table_h1(R), ""])
     if fig:
-        md += ["![The gap to sync of async and of async + EF against lr/lr* (log₂ axis; mean ± "
-               "sd over seeds 0 and 1), with T3's edge fractions as vertical lines.]"
-               "(figures/gap_vs_lr.png)", "",
+        md += [image(fig), "",
                "The vertical lines are T3's edge fractions c*(β, τ=1)/c*(β, τ=0) "
                "(theory/stability.py; dashed without EF, dotted with EF) at each optimizer's β: "
                "the lr fraction at which the delayed run would reach its stability edge if lr* "
@@ -244,7 +242,7 @@ def section_h2(R, tier):
 
 
 def section_h3(R, tier):
-    from report_figures import figure_h3
+    from report_figures import figure_h3, image
 
     md = section("h3", [
         "", "Per β the synchronous lr is re-tuned over lr* × {1/2, 1, 2} on seed 0 (lowest final "
@@ -253,14 +251,12 @@ def section_h3(R, tier):
         table_h3(R, tier), ""])
     fig = figure_h3(R, tier.figures / "h3_gap_drift_vs_beta.png")
     if fig:
-        md += ["![The gap async − sync at the re-tuned lr and at lr* (top) and T2's drift of the "
-               "async run (bottom), against the momentum β.](figures/h3_gap_drift_vs_beta.png)",
-               ""]
+        md += [image(fig), ""]
     return md, [fig] if fig else []
 
 
 def section_h4(R, tier):
-    from report_figures import figure_h4
+    from report_figures import figure_h4, image
 
     md = section("h4", [
         "", "The same cells at 2× and 4× the steps (the lr schedule stretched with them); the "
@@ -268,8 +264,7 @@ def section_h4(R, tier):
         table_h4(R, tier), ""])
     fig = figure_h4(R, tier, tier.figures / "h4_gap_vs_steps.png")
     if fig:
-        md += ["![The gap to sync of async and of async + EF against the number of training "
-               "steps (seeds 0 and 1).](figures/h4_gap_vs_steps.png)", ""]
+        md += [image(fig), ""]
     return md, [fig] if fig else []
 
 
