@@ -303,27 +303,22 @@ def _short(v: Verdict) -> str:
 
 
 def summary_md(root: Path = HERE) -> str:
-    """The verdict of every claim on every tier as MyST: one paragraph naming each tier's
-    regime (and whether it is the paper's), then one table, a column per tier (the paper's
-    regime first); a cell gives the verdict and the paired difference with its 95 % interval
-    (nats of validation loss; for a share, the share's interval)."""
+    """The verdict of every claim on every tier as MyST: one table, a column per tier (the
+    paper's regime first, each headed by its size and tokens/parameter); a cell gives the
+    verdict and the paired difference with its 95 % interval (nats of validation loss; for a
+    share, the mean of the per-seed shares with its interval). Then each tier's full regime
+    (parameters, tokens/parameter, epochs, steps) and whether it is the paper's."""
     names = tiers(root)
     if not names:
         return "No result files exist yet in `experiments/<tier>/results/`."
     results = {t: verdicts(t, root) for t in names}
-    lines = []
-    for t in names:
+
+    def head(t):
         reg = results[t][0]
-        where = ("the paper's regime" if reg.paper_regime else
-                 f"**not the paper's regime** ({PAPER_REGIME})")
-        lines.append(f"- `{t}`: {reg.describe()}, {reg.steps} steps — {where}.")
-    odd = [(t, v) for t in names for v in results[t][1]
-           if v.regime is not None and v.regime != results[t][0]]
-    for t, v in odd:
-        lines.append(f"- `{t}`, claim {next(c.number for c in CLAIMS if c.key == v.claim)}: "
-                     f"the deep model, {v.regime.describe()}.")
-    head = ["| claim of the paper | " + " | ".join(f"`{t}`" for t in names) + " |",
-            "| :-- | " + " | ".join(":--" for _ in names) + " |"]
+        return f"`{t}`: {reg.params / 1e6:.2g}M, {reg.tokens_per_param:.2g} tokens/param"
+
+    table = ["| claim of the paper | " + " | ".join(head(t) for t in names) + " |",
+             "| :-- | " + " | ".join(":--" for _ in names) + " |"]
     for c in CLAIMS:
         cells = []
         for t in names:
@@ -331,10 +326,22 @@ def summary_md(root: Path = HERE) -> str:
             cells.append("not run" if v is None else
                          _short(v) if v.paired is not None or "share" not in v.claim else
                          f"**{v.word}**: {v.evidence.split('share ', 1)[1].split(' (n')[0]}")
-        head.append(f"| {c.number}. {c.statement} ({c.shown_in}) | " + " | ".join(cells) + " |")
-    head.append("| 7. The gap does not grow with scale (10B MoE, 200B tokens) | "
-                + " | ".join("not run" for _ in names) + " |")
-    return "\n".join(lines) + "\n\n" + "\n".join(head)
+        table.append(f"| {c.number}. {c.statement} ({c.shown_in}) | " + " | ".join(cells)
+                     + " |")
+    table.append("| 7. The gap does not grow with scale (10B MoE, 200B tokens) | "
+                 + " | ".join("not run" for _ in names) + " |")
+    lines = []
+    for t in names:
+        reg = results[t][0]
+        where = ("the paper's regime" if reg.paper_regime else
+                 f"**not the paper's regime** ({PAPER_REGIME})")
+        lines.append(f"- `{t}`: {reg.describe()}, {reg.steps} steps — {where}.")
+    for t in names:
+        for v in results[t][1]:
+            if v.regime is not None and v.regime != results[t][0]:
+                num = next(c.number for c in CLAIMS if c.key == v.claim)
+                lines.append(f"- `{t}`, claim {num}: the deep model, {v.regime.describe()}.")
+    return "\n".join(table) + "\n\n" + "\n".join(lines)
 
 
 # The paper's final validation losses at 360M, 20 tokens/parameter (sync, async, async + EF;
@@ -367,7 +374,8 @@ def paper_table_md(tier: str, root: Path = HERE) -> str:
             "gap async − sync", "gap, the paper (360M)", "share of the gap EF recovers",
             "share, the paper (360M)"]
     seeds = "/".join(str(k) for k in sorted(n))
-    out = [f"| `{tier}`, n = {seeds} seeds | " + " | ".join(LABEL[o] for o, _ in cols) + " |",
+    out = [f"The `{tier}` tier, {seeds} seeds per cell:", "",
+           "| | " + " | ".join(LABEL[o] for o, _ in cols) + " |",
            "| :-- | " + " | ".join("--:" for _ in cols) + " |"]
     for i, r in enumerate(rows):
         out.append(f"| {r} | " + " | ".join(c[i] for _, c in cols) + " |")

@@ -45,8 +45,9 @@ BUILDER_TEXT: dict[str, re.Pattern] = {
     "names an issue": re.compile(
         r"\bissues?\s+#?\d+|\bthe issue['’]s\b|\bthis issue\b|\bas the issue\b"
         r"|\bthe issue (?:asks|wants|says|lists|names)\b", re.I),
+    # the sweep's lower-case table ids ("table h1", "table efg-beta"), not a page's own "H1"
     "internal table id": re.compile(
-        r"\btables?\s+(?:h\d|h\d-\w+|efg(?:-\w+)?|nag|wpipe|gpu\d*|lr|flat)\b", re.I),
+        r"\b[Tt]ables?\s+(?:h\d|h\d-\w+|efg(?:-\w+)?|nag|wpipe|gpu\d*|lr|flat)\b"),
     "date of writing": re.compile(
         r"\b20\d\d-\d\d-\d\d\b|\b\d{1,2}:\d\d\s*UTC\b|\bwritten on\b|\bat the time of writing\b"
         r"|\bwhen (?:this|the) (?:page|section|file) was written\b", re.I),
