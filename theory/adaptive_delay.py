@@ -32,7 +32,8 @@ second half of a long run.
 **AD1, scale invariance (exact).** With x = ηy, m = hημ, n = (hη)²ν the Adam/Adan update is
 :math:`\eta\mu/(\sqrt\nu + \epsilon/(h\eta))` and the gradient :math:`h\eta(y_{t-\tau} +
 (\sigma/(h\eta))\xi)`: y's recursion depends on (η, h, σ, ε) only through
-ν_σ = σ/(ηh) and ε' = ε/(ηh); sign updates do not see ε at all. Hence
+:math:`\nu_\sigma = \sigma/(\eta h)` and :math:`\epsilon' = \epsilon/(\eta h)`; sign updates
+do not see ε at all. Hence
 
 .. math::  F(\eta, h, \sigma, \epsilon) = h\eta^2\,\Phi(\beta\text{'s}, \tau, \text{EF};\
            \sigma/(\eta h),\ \epsilon/(\eta h)).
@@ -52,18 +53,19 @@ asymptotically stable iff ηh/ε < c*(β₁, τ, EF) (with noise, ε is replaced
 Above that edge the oscillation grows until the denominator has grown enough to bring the
 preconditioned gain κ = ηh/√n̂ back to the edge: with √n̂ = ρ h RMS(x) (for β₂ → 1,
 n̂ is the mean of the squared input of n over the cycle; ρ = 1 for Adam, for Adan
-ρ(ω*) = ∣1 + β₂(1 − e^{−iω*})∣, ω* the frequency of the critical root),
+:math:`\rho(\omega^*) = |1 + \beta_2(1 - e^{-i\omega^*})|`, ω* the frequency of the critical
+root),
 κ = c* gives RMS(x) = η/(c*ρ) and
 
 .. math::  F = \frac{h\eta^2}{2\,c^{*2}\rho^2}
            \qquad(\text{Adam: } \rho = 1,\ c^* \text{ of T3}).
 
-This is the edge-of-stability mechanism of adaptive methods, on a quadratic. Checked by
-simulation (:func:`eos_floor` against :func:`simulate`): within 0.2 % for τ ≥ 1 at β₂ = 0.999
-(2–5 % at β₂ = 0.99); for τ = 0 (a spiky relaxation cycle in sync) the simulated floor is
-5–25 % above it; β₁ ∈ [0.8, 0.95].
-Consequences for Adam (τ = 1, c*(β, 1) = 1, c*(β, 0) = 2(1+β)/(1−β),
-c*_EF² + c*_EF = 1/(1−β)):
+This is the edge-of-stability mechanism of adaptive methods, on a quadratic. It is assumed
+(AD3) and checked by simulation (:func:`eos_floor` against :func:`simulate`, numeric check
+AD3-4; the book gives the measured agreement with delay and in sync, where the cycle is a spiky
+relaxation and the simulated floor lies above the law). Consequences for Adam (τ = 1,
+:math:`c^*(\beta, 1) = 1`, :math:`c^*(\beta, 0) = 2(1+\beta)/(1-\beta)`,
+:math:`c^{*2}_\mathrm{EF} + c^*_\mathrm{EF} = 1/(1-\beta)`):
 
 .. math::
     \frac{F_\text{async}}{F_\text{sync}} = \frac{4(1+\beta)^2}{(1-\beta)^2}\ (1444 \text{ at }
@@ -75,7 +77,8 @@ The delayed Adam floor hη²/2 does not depend on β (the τ = 1 edge is 1 whate
 sync floor falls like (1−β)²: the gap is essentially the delayed floor.
 
 **Adan's gradient difference is a delay compensator.** Adan's numerator filter
-(1−β₁)/(1−β₁z⁻¹) + β₂(1−β₂)(1−z⁻¹)/(1−β₂z⁻¹) has a phase lead; its delayed edge
+:math:`(1-\beta_1)/(1-\beta_1 z^{-1}) + \beta_2(1-\beta_2)(1-z^{-1})/(1-\beta_2 z^{-1})` has a
+phase lead; its delayed edge
 c*(β₁, β₂, τ = 1) (:func:`critical_gain`, numerical root locus; at β₂ = 0 :func:`char_poly` is
 T3's polynomial times z³, or z² with EF or at τ = 0, step AD7, checked on the function
 itself) is 2.11, 5.75, 10.39 at β₁ = 0.9, 0.95, 0.98 (β₂ = 0.92) against Adam's 1.
@@ -96,14 +99,14 @@ multiplies it by a modest factor; EF's share depends on the offset strongly enou
 single start's figure says little (the book's table gives average and range).
 
 **Lower lr (H1), with gradient noise (numerical, Monte Carlo).** By AD1 the floor at lr η*/k is
-that at η* with ν_σ multiplied by k. :func:`h1_table` gives gap(η*/k)/gap(η*) and EF's share.
-Noise-free, the gap shrinks exactly k²-fold for every method and the shares stay put. With
-noise, Adam's gap/(hη²) falls from 1/2 (ν_σ ≪ 1) to about 1/4 (ν_σ ≫ 1, linear regime) and
-sign's rises from ~2.5 to ~3.2, so Adam's gap shrinks between k² and 2k² times, sign's slightly
-less than k²; Adam's EF share drifts from ~0.87 down to ~0.80, sign's from ~0.50 up to ~0.65.
-The quadratic therefore predicts neither a share that rises toward the paper's figures as the
-lr falls (Adam's share is *already* at the paper's 85–90 % in this model) nor a gap that stays
-large when the lr is lowered.
+that at η* with :math:`\nu_\sigma` multiplied by k. :func:`h1_table` gives the gap at η*/k
+relative to the gap at η*, and EF's share. Noise-free, the gap shrinks exactly k²-fold for
+every method and the shares stay put. With noise, Adam's gap (in units of hη²) falls as
+:math:`\nu_\sigma` grows towards the linear regime and sign's rises, so Adam's gap shrinks a
+little faster than k² and sign's a little slower; Adam's EF share drifts down and sign's up
+(the book's table has the numbers). The quadratic therefore predicts neither an Adam share
+that rises toward the paper's figures as the lr falls (it is *already* at the paper's level in
+this model) nor a gap that stays large when the lr is lowered.
 """
 
 from __future__ import annotations

@@ -7,10 +7,10 @@ statement about one member of the set. This module enumerates the set and states
 over it.
 
 **What is enumerated.** For a variant V = (β, τ, heavy ball / Nesterov, no EF / EF(γ)) and a
-grid of J offsets o ∈ {1/(2J), 3/(2J), …, (2J−1)/(2J)} (the midpoints of J equal cells of
-[0, 1): the grid is symmetric under o → 1 − o, the mirror x → −x of the map, and avoids the
-offset 0, on which the iterate can sit exactly at the minimiser) and radius R (units of η),
-the starts are
+grid of J offsets :math:`o \in \{\frac{1}{2J}, \frac{3}{2J}, \dots, \frac{2J-1}{2J}\}` (the
+midpoints of J equal cells of [0, 1): the grid is symmetric under o → 1 − o, the mirror
+x → −x of the map, and avoids the offset 0, on which the iterate can sit exactly at the
+minimiser) and radius R (units of η), the starts are
 
 .. math::  \mathcal S_{J,R} = \{\,o + k :\ o = \tfrac{2j+1}{2J},\ 0 \le j < J,\
            k \in \mathbb Z,\ -R \le k < R\,\},

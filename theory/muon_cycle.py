@@ -75,13 +75,14 @@ table has the other delays). A comparison of one start with EF against one start
 nothing about which of these holds.
 
 **Matrices.** For a diagonal (or any fixed-singular-vector) quadratic and the *exact* polar
-factor, Muon's step is diag(sign(v_i)): the coordinates decouple into independent 1-D cycles,
-each independent of its curvature h_i. The production Newton–Schulz is an inexact polar
-factor: a diagonal input stays diagonal, but coordinate i moves by lr·φ(∣v_i∣/‖v‖_F) (inside
+factor, Muon's step is :math:`\mathrm{diag}(\mathrm{sign}(v_i))`: the coordinates decouple into
+independent 1-D cycles, each independent of its curvature :math:`h_i`. The production
+Newton–Schulz is an inexact polar factor: a diagonal input stays diagonal, but coordinate i
+moves by :math:`\mathrm{lr}\cdot\varphi(|v_i|/\|v\|_F)` (inside
 BAND's [0, 1+ε₁]·lr), which depends on the other coordinates, so the lattice and the exact
 orbit are lost. What carries over is the band-level statement that ``verify/``'s
 ``P9.diagonal`` checks on production Muon (h = 1, 3, 10): every coordinate cycles with an
-amplitude within a band around the certified 1-D amplitude, whatever h_i. Non-commuting
+amplitude within a band around the certified 1-D amplitude, whatever :math:`h_i`. Non-commuting
 (non-diagonal) quadratics are not covered.
 """
 
