@@ -150,7 +150,8 @@ def build_report(tier: sweep.Tier) -> Path:
     tier.root.mkdir(parents=True, exist_ok=True)
     more, made = sections(R, tier)
     md += more
-    paper = figures(R, tier.figures, table6(R)[1], tier)
+    # the paper tables' figures, on the tiers that run them
+    paper = figures(R, tier.figures, table6(R)[1], tier) if "1" in tier.table_order else []
     if tier.name == "small":
         glance = glance_figure(R, tier.figures / "glance.png")
         paper += [glance] if glance else []
