@@ -122,9 +122,29 @@ def _tuned(tier) -> list[tuple[str, str]]:
     return TUNED_MAIN + (TUNED_MORE if tier.name == SMALLEST else [])
 
 
+def _lr_priority(pair: tuple[str, str]) -> tuple[int, int]:
+    """Muon and AdamW before SOAP, sync / 2BW / EF before EF(γ*), the other optimizers last:
+    the order in which the claims become measurable."""
+    o, m = pair
+    return ({"muon": 0, "adamw": 0, "soap": 1}.get(o, 3),
+            {"sync": 0, "async": 0, "ef": 0, "efg": 2}.get(m, 3))
+
+
 def _opt_lr(tier):
-    return [_cell(tier, lr_cell_name(o, m, lr), o, {**OPT_MODES[m], **_lr_overrides(o, lr)})
-            for o, m in _tuned(tier) for lr in lr_grid(tier, o, m)]
+    # the grids' centres first, then their low and high points, then extensions: a lane that
+    # stops early has measured every (optimizer, mode) once before any twice
+    pairs = sorted(_tuned(tier), key=_lr_priority)
+    out = []
+    for rank in range(3 + MAX_EXTEND):
+        for o, m in pairs:
+            g = lr_grid(tier, o, m)
+            c = _centre(tier, o, m)
+            order = sorted(g, key=lambda lr: (abs(math.log2(lr / c)), lr < c))
+            if rank < len(order):
+                lr = order[rank]
+                out.append(_cell(tier, lr_cell_name(o, m, lr), o,
+                                 {**OPT_MODES[m], **_lr_overrides(o, lr)}))
+    return out
 
 
 def chosen_lr(tier, opt: str, mode: str) -> float:
@@ -207,4 +227,4 @@ def tables():
     )
 
 
-__all__ = ["CENTRE", "TABLES_OPT", "chosen_lr", "lr_choice", "lr_grid", "steps_at", "tables"]
+__all__ = ["CENTRE", "chosen_lr", "lr_choice", "lr_grid", "steps_at", "tables"]
