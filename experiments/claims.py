@@ -299,7 +299,7 @@ def _short(v: Verdict) -> str:
     p = v.paired
     if p is None or p.lo is None:
         return f"**{v.word}**"
-    return f"**{v.word}**: {p.mean:+.2f} [{p.lo:+.2f}, {p.hi:+.2f}]".replace("-", "−")
+    return f"**{v.word}**: {p.mean:+.3f} [{p.lo:+.3f}, {p.hi:+.3f}]".replace("-", "−")
 
 
 def summary_md(root: Path = HERE) -> str:
@@ -315,7 +315,8 @@ def summary_md(root: Path = HERE) -> str:
 
     def head(t):
         reg = results[t][0]
-        return f"`{t}`: {reg.params / 1e6:.2g}M, {reg.tokens_per_param:.2g} tokens/param"
+        tail = "" if reg.paper_regime else ", not the paper's regime"
+        return f"`{t}`: {reg.params / 1e6:.2g}M, {reg.tokens_per_param:.2g} tokens/param{tail}"
 
     table = ["| claim of the paper | " + " | ".join(head(t) for t in names) + " |",
              "| :-- | " + " | ".join(":--" for _ in names) + " |"]
