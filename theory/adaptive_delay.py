@@ -128,8 +128,8 @@ def simulate(method: str, eta: float, h, *, beta1: float, beta2: float = 0.999,
              beta3: float = 0.99, eps: float = 0.0, tau: int = 0, ef: bool = False,
              steps: int = 20000, x0=0.3, sigma: float = 0.0, seed: int = 0,
              nesterov: bool = False) -> np.ndarray:
-    r"""x_0..x_steps (shape (steps+1, d), float64) of the model in the module docstring on the
-    diagonal quadratic f = Σ hᵢxᵢ²/2 (``h`` a scalar or a vector of curvatures).
+    r"""The iterates for t = 0..steps (shape (steps+1, d), float64) of the model in the module
+    docstring on the diagonal quadratic f = Σ hᵢxᵢ²/2 (``h`` a scalar or a vector of curvatures).
 
     ``method``: ``adam`` (β₂ the second-moment EMA), ``adan`` (torch convention: β₂ the
     gradient-difference EMA and its weight, β₃ the second moment; bias correction and
@@ -190,7 +190,8 @@ def floor_value(xs: np.ndarray, h, burn: float = 0.5) -> float:
 
 
 def ef_share(f_sync: float, f_async: float, f_ef: float) -> float:
-    """Share of the gap async − sync that EF recovers: (F_async − F_EF)/(F_async − F_sync)."""
+    r"""Share of the gap async − sync that EF recovers:
+    :math:`(F_\mathrm{async} - F_\mathrm{EF})/(F_\mathrm{async} - F_\mathrm{sync})`."""
     return (f_async - f_ef) / (f_async - f_sync)
 
 
@@ -198,15 +199,16 @@ def ef_share(f_sync: float, f_async: float, f_ef: float) -> float:
 def char_poly(method: str, beta1: float, tau: int, c: float, ef: bool = False,
               beta2: float = 0.92) -> np.ndarray:
     r"""Coefficients (highest first) of the characteristic polynomial of the linearised delayed
-    recursion x_{t+1} = x_t − c N_t (EF: − c(2N_t − N_{t−1})), N the numerator filter applied to
-    g_t = x_{t−τ}: Adam (EMA) :math:`(1-\beta_1)z/(z-\beta_1)`; Adan adds
-    :math:`\beta_2(1-\beta_2)(z-1)/(z-\beta_2)`. Both are written over the common denominator
-    (z−β₁)(z−β₂) (Adam: β₂ = 0), so
+    recursion :math:`x_{t+1} = x_t - c N_t` (EF: :math:`- c(2N_t - N_{t-1})`), N the numerator
+    filter applied to :math:`g_t = x_{t-\tau}`: Adam (EMA) :math:`(1-\beta_1)z/(z-\beta_1)`;
+    Adan adds :math:`\beta_2(1-\beta_2)(z-1)/(z-\beta_2)`. Both are written over the common
+    denominator (z−β₁)(z−β₂) (Adam: β₂ = 0), so
 
     .. math:: P = z^{\tau+1}(z-1)(z-\beta_1)(z-\beta_2) + c\,Q(z)\,(z \text{ or } 2z-1),\quad
               Q = (1-\beta_1)z(z-\beta_2) + \beta_2(1-\beta_2)(z-1)(z-\beta_1).
 
-    For Adam this is z³ × T3's polynomial (τ ≥ 1; AD7), z² × T3's at τ = 0."""
+    At β₂ = 0 (Adam) this is z³ × T3's polynomial (τ ≥ 1, no EF), z² × T3's with EF or at
+    τ = 0 (AD7, checked on this function)."""
     b2 = beta2 if method == "adan" else 0.0
     if method not in ("adam", "adan"):
         raise ValueError("char_poly: method must be 'adam' or 'adan'")
@@ -258,7 +260,7 @@ def critical_gain(method: str, beta1: float, tau: int, ef: bool = False,
 
 def denominator_gain(method: str, omega: float, beta2: float = 0.92) -> float:
     r"""ρ(ω): the gain of the filter feeding the second moment at frequency ω, relative to g:
-    1 for Adam, ∣1 + β₂(1 − e^{−iω})∣ for Adan (n averages (g + β₂Δg)²)."""
+    1 for Adam, :math:`|1 + \beta_2(1 - e^{-i\omega})|` for Adan (n averages (g + β₂Δg)²)."""
     if method == "adam":
         return 1.0
     return float(abs(1.0 + beta2 * (1.0 - np.exp(-1j * omega))))
@@ -275,7 +277,7 @@ def eos_floor(method: str, beta1: float, tau: int, ef: bool = False,
 
 def adam_ef_share(beta1: float) -> float:
     r"""Closed form of the Adam EF share at τ = 1 from :func:`eos_floor`:
-    (1 − 1/c*_EF²)/(1 − (1−β)²/(4(1+β)²))."""
+    :math:`(1 - 1/c^{*2}_\mathrm{EF})/(1 - (1-\beta)^2/(4(1+\beta)^2))`."""
     ce = critical_step(beta1, 1, True)
     return (1.0 - 1.0 / ce**2) / (1.0 - (1.0 - beta1) ** 2 / (4.0 * (1.0 + beta1) ** 2))
 
@@ -328,10 +330,11 @@ def gap_table(betas=(0.8, 0.9, 0.95, 0.98), tau: int = 1) -> list[dict]:
 # --------------------------------------------------------------------------- H1 with noise
 def noisy_floor(method: str, beta1: float, tau: int, ef: bool, nu: float, *,
                 steps: int = 20000, d: int = 16, seed: int = 1, **kw) -> float:
-    """Monte-Carlo floor F/(hη²) at noise ratio ν_σ = σ/(ηh) (η = h = 1, d independent
-    coordinates, second half of ``steps``). Sign runs start coordinate i at the lattice offset
-    (2i+1)/(2d), so that noise-free they average the floor over d offsets as the exact
-    start-averaged floors do; the others start at x₀ = 0.3."""
+    r"""Monte-Carlo floor F/(hη²) at noise ratio :math:`\nu_\sigma = \sigma/(\eta h)`
+    (η = h = 1, d independent coordinates, second half of ``steps``). Sign runs start
+    coordinate i at the lattice offset :math:`(2i+1)/(2d)`, so that noise-free they average the
+    floor over d offsets as the exact start-averaged floors do; the others start at
+    x₀ = 0.3."""
     b2 = kw.pop("beta2", 0.999 if method == "adam" else 0.92)
     x0 = (2 * np.arange(d) + 1) / (2 * d) if method == "sign" else 0.3
     xs = simulate(method, 1.0, np.ones(d), beta1=beta1, beta2=b2, tau=tau, ef=ef,
@@ -340,7 +343,8 @@ def noisy_floor(method: str, beta1: float, tau: int, ef: bool, nu: float, *,
 
 
 def h1_table(method: str, beta1: float, nu_star: float, ks=(1, 2, 4, 8), **kw) -> list[dict]:
-    r"""For lr = η*/k: ν_σ = k ν*, and (AD1) F(η*/k) = F(η*)·Φ(kν*)/(k²Φ(ν*)). Rows: k, the
+    r"""For lr = η*/k: :math:`\nu_\sigma = k\nu^*`, and (AD1)
+    :math:`F(\eta^*/k) = F(\eta^*)\,\Phi(k\nu^*)/(k^2\Phi(\nu^*))`. Rows: k, the
     gap relative to the gap at η* (gap(η*/k)/gap(η*)), k²× that (1 = pure η² scaling), and
     EF's share. Monte Carlo (:func:`noisy_floor`)."""
     rows = []

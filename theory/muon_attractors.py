@@ -69,7 +69,7 @@ def variant(beta, tau: int, nesterov: bool = False, gamma=None) -> Variant:
 
 
 def starts(offsets: int, radius: int) -> list[Fraction]:
-    """The start grid 𝒮_{J,R} (module docstring), J = ``offsets``, R = ``radius``."""
+    """The start grid of the module docstring, J = ``offsets``, R = ``radius``."""
     if offsets < 1 or radius < 1:
         raise ValueError(f"offsets and radius must be >= 1, got {offsets}, {radius}")
     return [Fraction(2 * j + 1, 2 * offsets) + k for j in range(offsets)
@@ -94,7 +94,7 @@ class Shape:
 
 @dataclass(frozen=True)
 class AttractorSet:
-    """The certified cycles reached from every start of 𝒮_{J,R} (module docstring)."""
+    """The certified cycles reached from every start of the start grid (module docstring)."""
 
     variant: Variant
     offsets: int
@@ -154,7 +154,8 @@ class AttractorSet:
 
 @cache
 def attractor_set(v: Variant, offsets: int = 10, radius: int = 2) -> AttractorSet:
-    """Every certified cycle ``v`` reaches from 𝒮_{J,R}, J = ``offsets``, R = ``radius``."""
+    """Every certified cycle ``v`` reaches from the start grid, J = ``offsets``,
+    R = ``radius``."""
     reached = []
     per: dict = {}
     for x0 in starts(offsets, radius):
@@ -182,7 +183,8 @@ def summary(s: AttractorSet) -> dict:
 
 
 def ef_share(sync: AttractorSet, plain: AttractorSet, ef: AttractorSet) -> dict:
-    r"""EF's share of the delay gap in loss floor, (F_async − F_EF)/(F_async − F_sync), from the
+    r"""EF's share of the delay gap in loss floor,
+    :math:`(F_\mathrm{async} - F_\mathrm{EF})/(F_\mathrm{async} - F_\mathrm{sync})`, from the
     start-averaged floors, and its range over the offsets (per-offset averages)."""
     def share(fs, fa, fe):
         return (fa - fe) / (fa - fs)

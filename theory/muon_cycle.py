@@ -153,8 +153,8 @@ class Cycle:
 
     @property
     def mean_abs(self) -> Fraction:
-        """The mean of ∣x*∣ over one period, in units of η, i.e. (1/K)Σ∣y_k∣/η over whole
-        periods."""
+        r"""The mean of ∣x*∣ over one period, in units of η, i.e.
+        :math:`\frac1K\sum_k |y_k|/\eta` over whole periods."""
         return sum(abs(x) for x in self.xs) / self.period
 
     @property
@@ -249,8 +249,8 @@ def _simulate_lattice(beta: Fraction, tau: int, ef: bool, nesterov: bool, x0: Fr
 def trajectory(beta, tau: int, ef: bool = False, nesterov: bool = False, x0=Fraction(3, 10),
                steps: int = 100, floor: Floor | None = None,
                gamma=Fraction(1)) -> list[Fraction]:
-    """x_t/η for t = 0..steps of the exact 1-D model (exact rationals; ``beta``, ``x0`` as
-    fractions or strings)."""
+    """The iterates divided by η, t = 0..steps, of the exact 1-D model (exact rationals;
+    ``beta``, ``x0`` as fractions or strings)."""
     b = beta if isinstance(beta, Fraction) else Fraction(str(beta))
     x0 = x0 if isinstance(x0, Fraction) else Fraction(str(x0))
     gam = _as_fraction(gamma)
@@ -400,7 +400,8 @@ def amplitude_formula(beta, tau, nesterov: bool = False) -> float:
 
 # --------------------------------------------------------------------------- sympy steps
 def harmonic_balance_omega(beta, tau, nesterov: bool = False) -> float:
-    r"""The smallest ω* ∈ (0, π] with (τ + ½)ω + φ_β(ω) = π/2 (module docstring; φ the
+    r"""The smallest ω* ∈ (0, π] with
+    :math:`(\tau + \frac12)\omega + \varphi_\beta(\omega) = \pi/2` (module docstring; φ the
     phase lag of the momentum filter)."""
     import math
 
