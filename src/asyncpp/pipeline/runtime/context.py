@@ -1,0 +1,96 @@
+r"""The state of one stage on its rank: module, weight versions, accumulators, in-flight
+microbatches, messages, and the updates queued for it. A rank holds one context per stage it
+runs (one, or several: WPipe's two partitions, a looped placement's P/R stages).
+
+**Weight versions.** The optimizer owns the stage's parameters (the *master*, always the newest
+version). A version is a set of tensors that alias a storage nobody writes again: forwards run
+``functional_call(module, leaves, x)`` on fresh leaf tensors over the version's storage (each
+with its own autograd version counter), so gradients of a step accumulate in that step's
+leaves and the weights an in-flight microbatch saved for its backward are never modified.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor, nn
+
+from ...delay import DelayedOptimizer
+
+
+def alias(t: Tensor) -> Tensor:
+    """A new tensor over ``t``'s storage with its own autograd version counter."""
+    out = torch.empty((0,), dtype=t.dtype, device=t.device)
+    with torch.no_grad():
+        out.set_(t.untyped_storage(), t.storage_offset(), t.size(), t.stride())
+    return out
+
+
+@dataclass
+class PendingUpdate:
+    """An update whose gradient is ready but which waits for its reductions, or for the
+    moment a forward needs the version it produces (:class:`~.updates.UpdateQueue`)."""
+
+    action: object
+    grads: dict
+    stale: dict
+    norm_work: object = None
+    norm_sq: Tensor | None = None
+    tie_works: list = field(default_factory=list)
+    tie_done: object = None
+
+    def ready(self) -> bool:
+        works = [w for w in [self.norm_work, *self.tie_works] if w is not None]
+        return all(w.is_completed() for w in works)
+
+
+@dataclass
+class StageContext:
+    """One stage of the pipeline as its rank runs it (see the module docstring)."""
+
+    stage: int
+    num_stages: int
+    module: nn.Module
+    optimizer: DelayedOptimizer
+    params: list[tuple[str, nn.Parameter]]
+    tied: dict[str, str] = field(default_factory=dict)
+    versions: dict[int, dict[str, Tensor]] = field(default_factory=dict)
+    newest: int = 0
+    next_item: tuple[int, int] = (0, 0)
+    max_forwarded: int = -1
+    updates_issued: int = 0
+    last_norm_sq: Tensor | None = None
+    pending: list[PendingUpdate] = field(default_factory=list)
+    # per call (reset by begin_call)
+    inflight: dict = field(default_factory=dict)
+    inflight_versions: list[int] = field(default_factory=list)
+    accum: dict = field(default_factory=dict)
+    in_msgs: dict = field(default_factory=dict)
+    out_msgs: dict = field(default_factory=dict)
+    losses: dict = field(default_factory=dict)
+    grad_sq: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.name_of = {id(p): n for n, p in self.params}
+        if not self.versions:
+            self.versions = {0: self.alias_master()}
+
+    @property
+    def is_first(self) -> bool:
+        return self.stage == 0
+
+    @property
+    def is_last(self) -> bool:
+        return self.stage == self.num_stages - 1
+
+    def alias_master(self) -> dict[str, Tensor]:
+        return {n: alias(p.detach()) for n, p in self.params}
+
+    def begin_call(self) -> None:
+        """Forget the messages and microbatches of a finished call (a drained pipeline)."""
+        self.inflight, self.inflight_versions, self.accum = {}, [], {}
+        self.in_msgs, self.out_msgs, self.losses, self.grad_sq = {}, {}, {}, {}
+
+    def note_inflight(self) -> None:
+        self.inflight_versions = sorted(v for *_, v in self.inflight.values())

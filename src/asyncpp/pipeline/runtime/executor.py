@@ -1,0 +1,928 @@
+r"""The pipeline executor: the interpreter of a rank's schedule program over
+``torch.distributed`` point-to-point messages.
+
+A rank holds one :class:`~.context.StageContext` per stage it runs — one (each rank one
+stage), or several (``placement``: WPipe's partitions d and P/2 + d on rank d, a looped
+placement's stages s ≡ r mod R). Its program is the schedule's stage program (one stage: the
+lazy generator :func:`~asyncpp.pipeline.schedules.stage_actions`) or its stages' programs
+merged by the simulator (:func:`~asyncpp.pipeline.simulator.rank_programs`: an order the
+simulation proved free of deadlock). Each action is dispatched through :data:`HANDLERS` to
+the handler of its type, on the context of its stage; runs of sends and receives go to the
+:class:`~.transport.Transport`, gradients to the :class:`~.updates.UpdateQueue`.
+
+**Weight versions.** When an update must keep the version it replaces alive (2BW, PipeDream),
+the master first moves to a copy of its storage and the old storage stays with the version;
+otherwise the update runs in place. So 2BW keeps 2 copies of the weights, PipeDream stage s
+keeps P − s, GPipe/1F1B 1, and a WPipe rank 2 (G0 partition) + 1 (G1 partition).
+
+**Streaming.** :meth:`PipelineExecutor.run_steps` runs the program over a stream of batches
+and yields a :class:`StepOutput` as each step completes; the pipeline drains only at the end
+of the call (the caller ends calls where the semantics need a quiet pipeline: evaluation,
+checkpoint, stop, end of run) or where 2BW's synchronous start/cooldown makes the delay 0.
+:meth:`PipelineExecutor.end_after` moves the end of a running call earlier (a stop; one stage
+per rank). Weight versions are freed by liveness at run time: a version lives while the next
+forward, an in-flight backward or a queued Taylor update reads it.
+
+**Updates** (:mod:`.updates`): reduced as soon as the stage's last backward of a step is done,
+applied when the reductions have completed or, at the latest, right before the first forward
+that reads the version it produces. In steady state no stage waits for another at an update;
+without deferral, the last stage would wait every step for the first stage to finish that
+step's backward (a bubble of P − 1 backward slots). A step where the delay schedule says 0
+(synchronous start/cooldown) is applied with delay 0 and the pipeline drains after it, exactly
+as ``DelayedOptimizer.step`` does at a switch. The deferral changes no number: the streamed run
+equals the per-step-drain run bit for bit (tested).
+
+**Failures.** A peer that is dead or silent for ``timeout`` seconds raises
+:class:`PipelineError` on this rank, which exits and so ends its own peers' waits in turn. On
+NCCL the data-parallel and tied-weight reductions read a has-gradient mask back to the host
+(one synchronisation per update when dp > 1 or weights are tied); nothing else does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+from torch import Tensor, nn
+from torch.func import functional_call
+from torch.optim import Optimizer
+
+from ...delay import DelayedOptimizer
+from .. import schedules as S
+from ..actions import ACTIVATION, GRADIENT, Backward, Forward, OptimizerStep, Recv, Send
+from ..registry import get_spec
+from ..topology import PipelineTopology
+from .context import StageContext, alias
+from .errors import PipelineError
+from .transport import Transport
+from .updates import UpdateQueue
+
+log = logging.getLogger(__name__)
+
+HANDLERS: dict[type, tuple[str, ...]] = {
+    Forward: ("_before_forward", "_forward"),
+    Backward: ("_backward",),
+    OptimizerStep: ("_launch_update",),
+}
+"""Action type → the executor's handler methods, called in order with (action, stage context,
+run state); looked up on the instance at each dispatch, so an instrumented or patched handler
+takes effect. Runs of Send/Recv actions go to the transport."""
+_COMM = (Send, Recv)
+
+
+def stage_delay(schedule: str, num_stages: int, stage: int) -> int:
+    """The delay τ of a stage's updates: 2BW 1, PipeDream P − 1 − s, GPipe/1F1B 0."""
+    spec = get_spec(schedule)
+    if not spec.needs_pipeline:
+        raise ValueError(f"unknown pipeline schedule {schedule!r}; allowed: "
+                         f"{', '.join(S.SCHEDULES)}")
+    return spec.stage_delay(num_stages, stage)
+
+
+@dataclass
+class StepOutput:
+    r"""What one rank reports when it completes step ``step`` (its last update of the step
+    has been issued). Everything stays on the device; nothing here synchronises the host.
+
+    ``loss``: on the rank of the last stage, the step's loss (mean over its m microbatches,
+    this data-parallel replica), a float64 0-dim tensor; ``None`` on the other ranks.
+    ``grad_sq``: float64 tensor of one entry per update of the step (PipeDream: m), this
+    rank's :math:`\|g_s\|^2` (summed over its stages) after the data-parallel mean and before
+    clipping; a weight tied between the first and the last stage counts once, on the first
+    stage (as their sum).
+    """
+
+    step: int
+    loss: Tensor | None
+    grad_sq: Tensor
+
+
+@dataclass
+class _RunState:
+    """The state of one :meth:`PipelineExecutor.run_steps` call shared by the rank's stages."""
+
+    batches: Iterator
+    pulled: int
+    scale: float
+    data: dict
+    done: dict
+    """step → the stages of this rank that completed it (a step is reported once all have)."""
+
+
+class PipelineExecutor:
+    """Run pipeline schedule ``schedule`` for this rank's stage (or stages).
+
+    Args:
+        stage: this rank's ``nn.Module``; with ``placement``, a mapping {stage index: module}
+            of the stages this rank runs. The first stage takes a microbatch of the input
+            batch; others take the previous stage's output (one floating tensor). The last
+            stage's output goes to ``loss_fn(output, targets)``; without ``loss_fn`` the last
+            stage is called as ``stage(x, targets)`` and must return the scalar loss.
+        optimizer: the stage's optimizer (e.g. from ``build_optimizer`` over
+            ``stage.named_parameters()``), or a ``DelayedOptimizer`` around it carrying the
+            correction ("ef", "taylor", "nesterov") and synchronous start/cooldown. Its delay
+            must be the schedule's (:func:`stage_delay`); a bare optimizer is wrapped with it.
+            With ``placement``: a mapping {stage index: optimizer}.
+        schedule: "gpipe", "1f1b", "pipedream", "2bw" or "wpipe".
+        num_microbatches: m; every batch is split into m equal microbatches along dim 0.
+        num_stages: P (defaults to ``topology.num_stages``; 1 without a process group). With
+            ``placement``: the number of stages in it.
+        topology: a :class:`PipelineTopology` whose ``num_stages`` is the number of ranks of
+            one pipeline; created (collectively) when omitted.
+        placement: the stages each rank of the pipeline runs, e.g.
+            ``default_devices(build("wpipe", 4, m))`` = [[0, 2], [1, 3]] (WPipe on P/2 ranks)
+            or ``looped_devices(4, 2)`` (looped 1F1B); default one stage per rank. Several
+            stages per rank need gloo, no tied weights, and ``clip_scope="stage"`` if clipping.
+        mesh: optional ``DeviceMesh`` ("dp", "pp") used when the topology is created here.
+        loss_fn: see ``stage``.
+        tied_parameters: local parameter name → tie key, for weights held by both the first
+            and the last stage (default: ``stage.tied_parameters`` if present).
+        max_grad_norm: clip the global gradient norm (all stages) to this value, as
+            ``torch.nn.utils.clip_grad_norm_`` on the whole model.
+        timeout: seconds to wait for any message or collective before raising
+            :class:`PipelineError`.
+        reduce_dp_gradients: average gradients over the data-parallel group here (set False
+            when the optimizer does it itself).
+        on_gradients: optional callback ``(update_index, {name: grad})`` after reduction and
+            clipping, before the update.
+        clip_scope: with ``max_grad_norm``, ``"global"`` clips by the norm over all stages
+            (one asynchronous scalar all-reduce per update), ``"stage"`` by each stage's own.
+        before_update: optional callback ``(applied_at)`` right before each update is applied,
+            with the simulated step a(u) it belongs to (:attr:`OptimizerStep.applied_at`),
+            e.g. to set that step's learning rate.
+        eager_updates: apply every update as soon as its step completes on this stage (waiting
+            for its reductions) instead of deferring it — for callers that inspect the
+            optimizer after each step (update tracking); same results, less overlap.
+        forward_fn: optional replacement for ``functional_call(stage, weights, args)`` with
+            the same signature ``(stage, weights, args)``, e.g. a ``torch.compile``-d one.
+        config: extra settings (e.g. the training config as a dict) that must agree on all
+            ranks; compared at start-up together with the executor's own.
+    """
+
+    def __init__(
+        self,
+        stage: nn.Module | Mapping[int, nn.Module],
+        optimizer: Optimizer | DelayedOptimizer | Mapping,
+        *,
+        schedule: str,
+        num_microbatches: int,
+        num_stages: int | None = None,
+        topology: PipelineTopology | None = None,
+        mesh=None,
+        loss_fn: Callable[[Tensor, Tensor], Tensor] | None = None,
+        tied_parameters: Mapping[str, str] | None = None,
+        max_grad_norm: float | None = None,
+        timeout: float = 600.0,
+        reduce_dp_gradients: bool = True,
+        on_gradients: Callable[[int, dict[str, Tensor]], None] | None = None,
+        config: Mapping | None = None,
+        clip_scope: str = "global",
+        before_update: Callable[[int], None] | None = None,
+        forward_fn: Callable | None = None,
+        eager_updates: bool = False,
+        placement: Sequence[Sequence[int]] | None = None,
+    ) -> None:
+        spec = get_spec(schedule)
+        if not spec.needs_pipeline:
+            raise ValueError(
+                f"unknown pipeline schedule {schedule!r}; allowed: {', '.join(S.SCHEDULES)}"
+            )
+        name = spec.name
+        self.spec = spec
+        if clip_scope not in ("global", "stage"):
+            raise ValueError(f"clip_scope must be 'global' or 'stage', got {clip_scope!r}")
+        if not isinstance(num_microbatches, int) or num_microbatches < 1:
+            raise ValueError(f"num_microbatches must be a positive integer, got "
+                             f"{num_microbatches!r}")
+        if not (isinstance(timeout, (int, float)) and timeout > 0):
+            raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+        if max_grad_norm is not None and not (isinstance(max_grad_norm, (int, float))
+                                              and max_grad_norm > 0):
+            raise ValueError(f"max_grad_norm must be a positive number, got {max_grad_norm!r}")
+        self.placement = _check_placement(placement, stage, optimizer)
+        modules = dict(stage) if self.placement is not None else {None: stage}
+        for mod in modules.values():
+            if not isinstance(mod, nn.Module):
+                raise ValueError(f"stage must be an nn.Module, got {type(mod).__name__}")
+        self.schedule_name = name
+        self.num_microbatches = num_microbatches
+        self.timeout = float(timeout)
+        self.max_grad_norm = max_grad_norm
+        self.clip_scope = clip_scope
+        self.before_update = before_update
+        self.forward_fn = forward_fn
+        self.eager_updates = eager_updates
+        self.loss_fn = loss_fn
+        self.on_gradients = on_gradients
+        for mod in modules.values():
+            if not list(mod.parameters()):
+                raise ValueError("the stage has no parameters; give every stage at least one "
+                                 "layer")
+        self.device = next(next(iter(modules.values())).parameters()).device
+
+        num_ranks = len(self.placement) if self.placement is not None else num_stages
+        if self.placement is not None and num_stages is not None \
+                and num_stages != sum(map(len, self.placement)):
+            raise ValueError(f"num_stages={num_stages} disagrees with the placement's "
+                             f"{sum(map(len, self.placement))} stages")
+        if topology is None:
+            if num_ranks is None:
+                if mesh is not None:
+                    dims = list(mesh.mesh_dim_names or ())
+                    if "pp" not in dims:
+                        raise ValueError(f"the device mesh needs a dimension named 'pp', got "
+                                         f"{tuple(dims)}")
+                    num_ranks = mesh.size(dims.index("pp"))
+                else:
+                    num_ranks = dist.get_world_size() if dist.is_initialized() else 1
+            total = sum(map(len, self.placement)) if self.placement is not None else num_ranks
+            self._check_config_early(name, total, num_microbatches, config)
+            topology = PipelineTopology.create(num_ranks, mesh=mesh, timeout=timeout)
+        elif num_ranks is not None and num_ranks != topology.num_stages:
+            what = "the placement's ranks" if self.placement is not None else "num_stages"
+            raise ValueError(f"{what}={num_ranks} disagrees with the topology's "
+                             f"{topology.num_stages}")
+        self.topo = topology
+        R, r = topology.num_stages, topology.stage
+        if self.placement is None:
+            P, mine = R, [r]
+            stage_rank = list(topology.stage_ranks)
+        else:
+            P, mine = sum(map(len, self.placement)), list(self.placement[r])
+            where = {s: k for k, d in enumerate(self.placement) for s in d}
+            stage_rank = [topology.stage_ranks[where[s]] for s in range(P)]
+            if sorted(modules) != sorted(mine):
+                raise ValueError(f"rank {r} of the pipeline runs stages {mine} (placement "
+                                 f"{self.placement}), but got modules for {sorted(modules)}")
+            if topology.distributed and self.device.type == "cuda":
+                raise ValueError("several stages per rank need the gloo backend (NCCL matches "
+                                 "messages by order, not by tag)")
+            if max_grad_norm is not None and clip_scope == "global" and R > 1:
+                raise ValueError("several stages per rank: clip with clip_scope='stage' (a "
+                                 "global norm would join updates the schedule keeps apart)")
+        self.num_stages = P
+        if topology.distributed and self.device.type == "cuda":
+            backend = dist.get_backend(topology.world_group)
+            if backend == "gloo":
+                raise ValueError("CUDA stages need the NCCL backend; init_distributed picks it "
+                                 "from the device")
+
+        self.reduce_dp_gradients = reduce_dp_gradients
+        # Validate locally, then share the verdict: a mistake on one rank stops every rank
+        # with the same message instead of leaving the others waiting.
+        self.contexts: dict[int, StageContext] = {}
+        try:
+            for s in mine:
+                opt = optimizer[s] if self.placement is not None else optimizer
+                mod = modules[s if self.placement is not None else None]
+                self.contexts[s] = self._setup(mod, opt, tied_parameters, name, P, s)
+            local_error = None
+        except ValueError as e:
+            local_error = str(e)
+        if not topology.distributed and local_error:
+            raise ValueError(local_error)
+        self._check_config(config, local_error)
+        self.transport = Transport(topology, self.timeout, self.device, stage_rank, set(mine),
+                                   tagged=self.placement is not None)
+        self._sync_start_weights()
+        self.updates = UpdateQueue(
+            topology, self.transport, self.device, max_grad_norm=max_grad_norm,
+            clip_scope=clip_scope, reduce_dp_gradients=reduce_dp_gradients,
+            on_gradients=on_gradients, before_update=before_update,
+            needed_from=self._needed_from)
+        self.next_step = 0
+        self._end: int | None = None
+        self._pred = None
+
+    # -- one-stage views (the common case: each rank one stage) --------------------------------
+    def _only(self) -> StageContext:
+        if len(self.contexts) != 1:
+            raise ValueError(f"this rank runs stages {sorted(self.contexts)}; name the stage "
+                             "(executor.contexts[s])")
+        return next(iter(self.contexts.values()))
+
+    @property
+    def stage(self) -> nn.Module:
+        """This rank's stage module (one stage per rank)."""
+        return self._only().module
+
+    @property
+    def optimizer(self) -> DelayedOptimizer:
+        """This rank's stage's ``DelayedOptimizer`` (one stage per rank)."""
+        return self._only().optimizer
+
+    @property
+    def tied(self) -> dict[str, str]:
+        return self._only().tied
+
+    @property
+    def _versions(self) -> dict[int, dict[str, Tensor]]:
+        return self._only().versions
+
+    @property
+    def _newest(self) -> int:
+        return self._only().newest
+
+    @property
+    def updates_issued(self) -> int:
+        """Updates this rank has applied (over its stages)."""
+        return sum(c.updates_issued for c in self.contexts.values())
+
+    @property
+    def last_grad_norm(self) -> float | None:
+        """The global gradient norm of the last update (``clip_scope='global'`` with
+        ``max_grad_norm``), fetched from the device (a host synchronisation: for tests and
+        debugging, not the training loop)."""
+        sq = self._only().last_norm_sq
+        return None if sq is None else math.sqrt(float(sq))
+
+    def _setup(self, module, optimizer, tied_parameters, name: str, P: int,
+               s: int) -> StageContext:
+        """Rank-local validation: the delay-core wrapper and the tied weights."""
+        params = [(n, p) for n, p in module.named_parameters()]
+        tau = stage_delay(name, P, s)
+        if isinstance(optimizer, DelayedOptimizer):
+            dopt = optimizer
+            if dopt.formulation != "gradient":
+                raise ValueError(
+                    "the pipeline realises the 'gradient' delay formulation "
+                    "(x_{t+1} = x_t - U(g_{t-tau}; x_t)); build the DelayedOptimizer with "
+                    f"formulation='gradient', not {dopt.formulation!r}"
+                )
+            bad = [d for d in dopt.schedule.delays if d != tau]
+            if bad:
+                raise ValueError(
+                    f"schedule {name!r} gives stage {s} of {P} a delay of {tau}, but its "
+                    f"DelayedOptimizer has delays {list(dopt.schedule.delays)}; build it with "
+                    f"delay={tau}"
+                )
+            windows = dopt.schedule.sync_start or dopt.schedule.sync_cooldown
+            if windows and not self.spec.sync_windows:
+                raise ValueError("synchronous start/cooldown is supported with the 2bw schedule "
+                                 f"(and trivially gpipe/1f1b), not {name}; set them to 0")
+        elif isinstance(optimizer, Optimizer):
+            dopt = DelayedOptimizer(optimizer, delay=tau)
+        else:
+            raise ValueError(f"optimizer must be a torch.optim.Optimizer or a DelayedOptimizer, "
+                             f"got {type(optimizer).__name__}")
+        names = {id(p): n for n, p in params}
+        for group in dopt.param_groups:
+            for p in group["params"]:
+                if id(p) not in names:
+                    raise ValueError(
+                        "the optimizer holds a parameter that is not in this stage; build it "
+                        "over stage.named_parameters()"
+                    )
+        if tied_parameters is None:
+            tied_parameters = getattr(module, "tied_parameters", None) or {}
+        tied = dict(tied_parameters)
+        for k in tied:
+            if k not in dict(params):
+                raise ValueError(f"tied parameter {k!r} is not a parameter of this stage")
+        if P == 1:
+            tied = {}
+        if tied and not self.spec.tied_weights:
+            raise ValueError("tied first/last-stage weights need equal delays on both stages; "
+                             f"{name} gives them P-1 and 0 — untie them or use 2bw")
+        if tied and self.placement is not None:
+            raise ValueError("tied first/last-stage weights with several stages per rank are "
+                             "not supported; untie them or run one stage per rank")
+        if self.clip_scope == "stage" and tied and self.max_grad_norm is not None:
+            raise ValueError("clip_scope='stage' with weights tied between the first and the last "
+                             "stage has no single-model equivalent; use clip_scope='global'")
+        return StageContext(s, P, module, dopt, params, tied)
+
+    # -- configuration ---------------------------------------------------------------------
+    def _describe(self, config) -> dict:
+        ctx = next(iter(self.contexts.values()))
+        dopt = ctx.optimizer
+        opt = dopt.optimizer
+        defaults = {k: repr(v) for k, v in sorted(opt.defaults.items())}
+        return {
+            "schedule": self.schedule_name, "num_stages": self.num_stages,
+            "num_microbatches": self.num_microbatches, "dp_size": self.topo.dp_size,
+            "max_grad_norm": self.max_grad_norm, "clip_scope": self.clip_scope,
+            "timeout": self.timeout,
+            "reduce_dp_gradients": self.reduce_dp_gradients,
+            "correction": dopt.correction, "taylor_lambda": dopt.taylor_lambda,
+            "sync_start": dopt.schedule.sync_start, "sync_cooldown": dopt.schedule.sync_cooldown,
+            "total_steps": dopt.schedule.total_steps, "optimizer": type(opt).__name__,
+            "optimizer_defaults": defaults,
+            "param_dtypes": sorted({str(p.dtype) for _, p in ctx.params}),
+            "device_type": self.device.type,
+            **({} if self.placement is None
+               else {"placement": [list(d) for d in self.placement]}),
+            "config": json.loads(json.dumps(dict(config or {}), sort_keys=True, default=repr)),
+        }
+
+    @staticmethod
+    def _check_config_early(name, num_stages, m, config) -> None:
+        """Before creating groups (whose creation must match across ranks), compare the
+        settings that shape them."""
+        if not dist.is_initialized():
+            return
+        mine = {"schedule": name, "num_stages": num_stages, "num_microbatches": m,
+                "config": json.loads(json.dumps(dict(config or {}), sort_keys=True,
+                                                default=repr))}
+        _compare_across_ranks(mine, None)
+
+    def _check_config(self, config, local_error: str | None = None) -> None:
+        if not self.topo.distributed:
+            return
+        g = self.topo.world_group
+        errors = [None] * dist.get_world_size(g)
+        dist.all_gather_object(errors, local_error, group=g)
+        bad = [(r, e) for r, e in enumerate(errors) if e]
+        if bad:
+            ranks = dist.get_process_group_ranks(g)
+            r, e = bad[0]
+            raise ValueError(f"pipeline set-up failed on rank {ranks[r]}: {e}")
+        mine = self._describe(config)
+        _compare_across_ranks(mine, g)
+        # Topology and tied weights.
+        tied = {}
+        for ctx in self.contexts.values():
+            tied.update(ctx.tied)
+            params = dict(ctx.params)
+        entry = (self.topo.stage, self.topo.dp_rank,
+                 sorted((k, tuple(params[n].shape), str(params[n].dtype))
+                        for n, k in tied.items()))
+        everyone = [None] * dist.get_world_size(self.topo.world_group)
+        dist.all_gather_object(everyone, entry, group=self.topo.world_group)
+        places = [(e[0], e[1]) for e in everyone]
+        if len(set(places)) != len(places):
+            raise ValueError(f"two ranks claim the same (stage, dp rank): {places}")
+        R = self.topo.num_stages
+        if R > 1:
+            first = [e[2] for e in everyone if e[0] == 0]
+            last = [e[2] for e in everyone if e[0] == R - 1]
+            middle = [e[2] for e in everyone if 0 < e[0] < R - 1 and e[2]]
+            if middle or any(f != first[0] for f in first) or any(x != first[0] for x in last):
+                raise ValueError(
+                    "tied parameters must be present, with equal keys and shapes, on the first "
+                    f"and the last stage only; got first={first[0]}, last={last[0]}"
+                    f"{', middle stages too' if middle else ''}"
+                )
+
+    @torch.no_grad()
+    def _sync_start_weights(self) -> None:
+        """Start every data-parallel replica and both tied copies from the same weights:
+        broadcast from DP rank 0 and from the first stage."""
+        t = self.topo
+        if not t.distributed:
+            return
+        tr = self.transport
+        for ctx in self.contexts.values():
+            if t.dp_group is not None:
+                src = dist.get_process_group_ranks(t.dp_group)[0]
+                for _, p in ctx.params:
+                    tr.wait(dist.broadcast(p.data, src=src, group=t.dp_group, async_op=True),
+                            "the start-up weight broadcast", tr.others(t.dp_group))
+            if ctx.tied and t.tie_group is not None:
+                params = dict(ctx.params)
+                for n in sorted(ctx.tied, key=lambda k: ctx.tied[k]):
+                    tr.wait(dist.broadcast(params[n].data, src=t.stage_ranks[0],
+                                           group=t.tie_group, async_op=True),
+                            "the tied-weight broadcast", tr.others(t.tie_group))
+
+    # -- weights ---------------------------------------------------------------------------
+    def version_for_step(self, step: int, stage: int | None = None) -> int:
+        """The version label the forwards of ``step`` use on ``stage`` (microbatch 0; default:
+        this rank's one stage)."""
+        s = self._only().stage if stage is None else stage
+        return S.version_of(self.schedule_name, self.num_stages, self.num_microbatches,
+                            s, step, 0, self._sync_predicate())
+
+    def live_versions(self, stage: int | None = None) -> list[int]:
+        """Labels of the weight versions ``stage`` (default: this rank's one stage) holds."""
+        ctx = self._only() if stage is None else self.contexts[stage]
+        return sorted(ctx.versions)
+
+    def weights(self, version: int | None = None, stage: int | None = None
+                ) -> dict[str, Tensor]:
+        """The tensors of weight version ``version`` of ``stage`` by parameter name (default:
+        the version the next step's first microbatch uses, of this rank's one stage). Treat
+        them as read-only; the stage's own parameters are the newest version."""
+        ctx = self._only() if stage is None else self.contexts[stage]
+        v = self.version_for_step(self.next_step, ctx.stage) if version is None else version
+        if v not in ctx.versions:
+            raise ValueError(f"version {v} is not held; live versions: {sorted(ctx.versions)}")
+        return dict(ctx.versions[v])
+
+    def _sync_predicate(self):
+        if not self.spec.sync_windows:
+            return None
+        sched = next(iter(self.contexts.values())).optimizer.schedule
+        if not (sched.sync_start or sched.sync_cooldown):
+            return None
+        return lambda t: sched.delay_at(t) == 0
+
+    # -- communication -------------------------------------------------------------------------
+    def wait(self, work, what: str, peer=None) -> None:
+        """Wait for ``work`` (a ``torch.distributed`` work handle) up to the executor's timeout;
+        :class:`PipelineError` naming this rank, ``what`` and ``peer`` (a rank, or the list of
+        ranks a collective waits for) if it does not finish."""
+        self.transport.wait(work, what, peer)
+
+    # -- running ---------------------------------------------------------------------------------
+    def _split(self, batch, what: str) -> list:
+        m = self.num_microbatches
+        if not isinstance(batch, Tensor):
+            raise ValueError(f"the {what} of a batch must be a tensor, got {type(batch).__name__}")
+        if batch.shape[0] % m:
+            raise ValueError(f"a batch of {batch.shape[0]} {what} cannot be split into "
+                             f"{m} equal microbatches; use a batch size divisible by {m}")
+        return [x.to(self.device, non_blocking=True) for x in torch.tensor_split(batch, m, dim=0)]
+
+    def train_steps(self, batches: Iterable) -> list[float]:
+        """Run len(batches) optimizer steps and drain; ``batches`` yields ``(inputs,
+        targets)`` (the first stage reads only inputs, the last only targets; others may pass
+        ``None``). Returns the loss of each step (mean over its microbatches and over
+        data-parallel replicas) on every rank — one all-reduce and one host synchronisation
+        per call. Steps chain across calls (weight versions and delayed gradients carry over);
+        :meth:`run_steps` streams without the drain and the synchronisation."""
+        batches = list(batches)
+        if not batches:
+            return []
+        outs = list(self.run_steps(batches, len(batches)))
+        losses = torch.zeros(len(outs), dtype=torch.float64, device=self.device)
+        last = self.num_stages - 1 in self.contexts
+        if last:
+            losses.copy_(torch.stack([o.loss for o in outs]))
+        return self._gather_losses(losses, last)
+
+    def end_after(self, step: int) -> None:
+        """Make the running :meth:`run_steps` stop after step ``step`` (drain there). Every
+        rank must ask for the same step, and no stage may have started a later step: the
+        caller decides it from information every rank shares, early enough (the trainer
+        decides ``lookahead + 1`` steps ahead, see :meth:`ScheduleSpec.lookahead_steps`)."""
+        if self._end is None:
+            raise ValueError("end_after() is only meaningful while run_steps() is running")
+        if step + 1 > self._end:
+            return
+        if self.placement is not None:
+            raise PipelineError("a running call with several stages per rank runs a fixed "
+                                "program and cannot be shortened; give run_steps the steps to "
+                                "run")
+        ctx = self._only()
+        if step < ctx.max_forwarded:
+            raise PipelineError(
+                f"cannot end the pipeline after step {step}: this stage already started step "
+                f"{ctx.max_forwarded} (the stop was decided too late)")
+        self._end = step + 1
+
+    def _program(self, t0: int, num_steps: int) -> Iterator:
+        """This rank's program for steps t0 .. t0 + num_steps − 1: the lazy stage program with
+        a movable end (one stage), or the stages' programs merged by the simulator."""
+        if self.placement is None:
+            return S.stage_actions(self.schedule_name, self.num_stages, self.num_microbatches,
+                                   self._only().stage, t0, lambda: self._end,
+                                   sync_steps=self._pred)
+        from ..simulator import rank_programs
+
+        sched = S.build(self.schedule_name, self.num_stages, self.num_microbatches, num_steps,
+                        start_step=t0, sync_steps=self._pred)
+        return iter(rank_programs(sched, self.placement)[self.topo.stage])
+
+    def run_steps(self, batches: Iterable, num_steps: int) -> Iterator[StepOutput]:
+        r"""Stream up to ``num_steps`` optimizer steps without draining between them: pull
+        step t's ``(inputs, targets)`` from ``batches`` when this rank first needs it (every
+        rank pulls every step's batch, in order, so iterators that advance a sampler stay in
+        step on all ranks), and yield a :class:`StepOutput` as this rank completes each step.
+        The pipeline drains once, at the end (after ``num_steps`` steps, or where
+        :meth:`end_after` moved the end). Deferred updates are all applied by then, so
+        :meth:`evaluate`, :meth:`state_dict` and the next call see a quiet pipeline.
+
+        Updates: the gradient of step t is reduced (data-parallel mean; tied-weight sum and
+        global-norm scalar as asynchronous all-reduces) as soon as this stage's last backward of
+        t is done, and the update is applied when its reductions have completed or, at the
+        latest, right before the first forward that reads the version it produces (2BW:
+        the forwards of step t + 2). So no stage waits for another at an update unless the
+        schedule makes it (PipeDream with global clipping: the last stage applies each update
+        before its next forward, so it waits for the first stage's backward of it)."""
+        if not isinstance(num_steps, int) or num_steps < 0:
+            raise ValueError(f"num_steps must be a non-negative integer, got {num_steps!r}")
+        if num_steps == 0:
+            return
+        t0 = self.next_step
+        self._end = t0 + num_steps
+        self._pred = self._sync_predicate()  # read by every update's liveness check
+        program = self._program(t0, num_steps)
+        k = self.spec.updates_per_step(self.num_microbatches)
+        run = _RunState(iter(batches), t0 - 1, 1.0 / (self.num_microbatches // k), {}, {})
+        for ctx in self.contexts.values():
+            ctx.begin_call()
+        self.transport.begin_call()
+        contexts, tr = self.contexts, self.transport
+        comm: list = []
+        try:
+            for a in program:
+                if type(a) in _COMM:
+                    comm.append(a)
+                    continue
+                if comm:
+                    tr.communicate(comm, contexts)
+                    comm = []
+                ctx = contexts[a.stage]
+                for handler in HANDLERS[type(a)]:
+                    out = getattr(self, handler)(a, ctx, run)
+                if out is not None:
+                    yield out
+                for c in contexts.values():
+                    self._apply_pending(c, need_version=None)
+            if comm:
+                tr.communicate(comm, contexts)
+            for c in contexts.values():
+                self._apply_pending(c, need_version=math.inf)
+            tr.drain_sends()
+            self.next_step = self._end
+        finally:
+            self._end = None
+
+    def _gather_losses(self, losses: torch.Tensor, last: bool) -> list[float]:
+        """Per-step losses on every rank: the last stage's (mean over DP replicas) are summed
+        into everyone's buffer by one all-reduce; other stages contribute zeros."""
+        if self.topo.distributed:
+            if not last:
+                losses.zero_()
+            else:
+                losses /= self.topo.dp_size
+            self.wait(dist.all_reduce(losses, group=self.topo.world_group, async_op=True),
+                      "the loss all-reduce", self.transport.others(self.topo.world_group))
+        return [float(x) for x in losses.tolist()]
+
+    def _key(self, step: int, mb: int):
+        return (step, mb) if self.spec.per_microbatch_updates else (step,)
+
+    def _pull(self, step: int, run: _RunState) -> None:
+        """Read the batches up to ``step`` from the stream (inputs if this rank holds the first
+        stage, targets if it holds the last)."""
+        first, last = 0 in self.contexts, self.num_stages - 1 in self.contexts
+        while run.pulled < step:
+            run.pulled += 1
+            b = next(run.batches, None)
+            if not (isinstance(b, (tuple, list)) and len(b) == 2):
+                raise ValueError(
+                    f"step {run.pulled}: each batch must be a pair (inputs, "
+                    f"targets), got {type(b).__name__}"
+                    + (" (the batches ran out)" if b is None else ""))
+            run.data[run.pulled] = (self._split(b[0], "inputs") if first else None,
+                                    self._split(b[1], "targets") if last else None)
+
+    # -- handlers ------------------------------------------------------------------------------
+    def _before_forward(self, a: Forward, ctx: StageContext, run: _RunState) -> None:
+        """The step's batch is read and the version the forward reads exists."""
+        self._pull(a.step, run)
+        self._apply_pending(ctx, need_version=a.version)
+
+    def _forward(self, a: Forward, ctx: StageContext, run: _RunState) -> None:
+        key = self._key(a.step, a.mb)
+        leaves = ctx.accum.get(key)
+        if leaves is None:
+            version = ctx.versions[a.version]
+            leaves = {n: (alias(version[n]).requires_grad_(True) if p.requires_grad
+                          else version[n]) for n, p in ctx.params}
+            ctx.accum[key] = (leaves, version)
+        else:
+            leaves = leaves[0]
+        xs, ys = run.data[a.step]
+        if ctx.is_first:
+            x = xs[a.mb]
+        else:
+            x = ctx.in_msgs.pop((ACTIVATION, a.step, a.mb))
+            if x.is_floating_point():
+                x.requires_grad_(True)
+        call = self.forward_fn or functional_call
+        with torch.enable_grad():
+            if ctx.is_last:
+                y = ys[a.mb]
+                if self.loss_fn is not None:
+                    out = self.loss_fn(call(ctx.module, leaves, (x,)), y)
+                else:
+                    out = call(ctx.module, leaves, (x, y))
+                if not (isinstance(out, Tensor) and out.numel() == 1):
+                    raise ValueError("the last stage must produce a scalar loss (give loss_fn, "
+                                     "or make stage(x, targets) return the loss)")
+                contrib = out.detach().double().reshape(()) * (1.0 / self.num_microbatches)
+                prev = ctx.losses.get(a.step)
+                ctx.losses[a.step] = contrib if prev is None else prev + contrib
+                out = out * run.scale
+            else:
+                out = call(ctx.module, leaves, (x,))
+                if not isinstance(out, Tensor) or not out.is_floating_point():
+                    raise ValueError("a non-last stage must return one floating-point tensor")
+                ctx.out_msgs[(ACTIVATION, a.step, a.mb)] = out.detach().contiguous()
+        ctx.inflight[(a.step, a.mb)] = (x, out, a.version)
+        ctx.max_forwarded = max(ctx.max_forwarded, a.step)
+        ctx.next_item = (a.step, a.mb + 1) if a.mb + 1 < self.num_microbatches \
+            else (a.step + 1, 0)
+        if a.mb == self.num_microbatches - 1 and all(
+                c.next_item[0] > a.step for c in self.contexts.values()):
+            run.data.pop(a.step, None)  # every stage of this rank is past the step
+        ctx.note_inflight()
+
+    def _backward(self, a: Backward, ctx: StageContext, run: _RunState) -> None:
+        x, out, _ = ctx.inflight.pop((a.step, a.mb))
+        if ctx.is_last:
+            torch.autograd.backward(out)
+        else:
+            grad = ctx.in_msgs.pop((GRADIENT, a.step, a.mb))
+            torch.autograd.backward(out, grad_tensors=grad)
+        if not ctx.is_first:
+            g = x.grad if x.grad is not None else torch.zeros_like(x)
+            ctx.out_msgs[(GRADIENT, a.step, a.mb)] = g.contiguous()
+        ctx.note_inflight()
+
+    def _launch_update(self, a: OptimizerStep, ctx: StageContext, run: _RunState
+                       ) -> StepOutput | None:
+        leaves, stale = ctx.accum.pop(self._key(a.step, a.mb if a.mb is not None else 0))
+        self.updates.launch(ctx, a, leaves, stale)
+        if self.eager_updates:
+            self._apply_pending(ctx, need_version=math.inf)
+        if not (a.mb is None or a.mb == self.num_microbatches - 1):
+            return None
+        done = run.done.setdefault(a.step, set())
+        done.add(ctx.stage)
+        if len(done) < len(self.contexts):
+            return None
+        del run.done[a.step]
+        loss = None
+        sq = []
+        for c in self.contexts.values():
+            if c.is_last:
+                loss = c.losses.pop(a.step, None)
+            sq.append(torch.stack(c.grad_sq.pop(a.step)))
+        return StepOutput(a.step, loss, sq[0] if len(sq) == 1 else torch.stack(sq).sum(0))
+
+    # -- updates -------------------------------------------------------------------------------
+    def _needed_from(self, ctx: StageContext) -> int:
+        """The oldest version of ``ctx`` still to be read: by the next forward (the successor
+        of the last forwarded microbatch, whichever call runs it), an in-flight backward, or a
+        queued update's Taylor correction."""
+        t, i = ctx.next_item
+        v = S.version_of(self.schedule_name, self.num_stages, self.num_microbatches,
+                         ctx.stage, t, i, self._pred)
+        taylor = [p.action.version for p in ctx.pending] \
+            if ctx.optimizer.correction == "taylor" else []
+        return min([v, *ctx.inflight_versions, *taylor])
+
+    def _apply_pending(self, ctx: StageContext, need_version) -> None:
+        self.updates.apply_pending(ctx, need_version, self._apply)
+
+    def _apply(self, ctx: StageContext, pend) -> None:
+        self.updates.apply(ctx, pend)
+
+    # -- evaluation --------------------------------------------------------------------------------
+    @torch.no_grad()
+    def evaluate(self, batches: Iterable, version: int | None = None) -> list[float]:
+        """Forward-only losses of ``batches`` (same format as :meth:`train_steps`) on one
+        weight version (default: the newest, i.e. the stages' parameters), averaged over
+        microbatches and data-parallel replicas; returned on every rank. Batches may differ in
+        size (each batch's first activation carries its shape). With several stages per rank,
+        ``version`` is the label for each stage (every stage must hold it)."""
+        batches = list(batches)
+        weights = {}
+        for s, ctx in self.contexts.items():
+            v = ctx.newest if version is None else version
+            if v not in ctx.versions:
+                raise ValueError(f"version {version} is not held; live: "
+                                 f"{sorted(ctx.versions)}")
+            weights[s] = ctx.versions[v]
+        P, m = self.num_stages, self.num_microbatches
+        contexts, tr = self.contexts, self.transport
+        for ctx in contexts.values():
+            ctx.begin_call()
+        tr.begin_call()
+        last = P - 1 in contexts
+        losses = torch.zeros(len(batches), dtype=torch.float64, device=self.device)
+        call = self.forward_fn or functional_call
+        for k, b in enumerate(batches):
+            # batches may differ in size (a validation set's last batch): a header each
+            tr.header_sent.clear()
+            tr.header_recvd.clear()
+            xs = self._split(b[0], "inputs") if 0 in contexts else None
+            ys = self._split(b[1], "targets") if last else None
+            for i in range(m):
+                for s, ctx in sorted(contexts.items()):  # stage order: one global sequence
+                    if s == 0:
+                        x = xs[i]
+                    else:
+                        tr.communicate([Recv(ACTIVATION, k, i, s - 1, stage=s)], contexts)
+                        x = ctx.in_msgs.pop((ACTIVATION, k, i))
+                    if ctx.is_last:
+                        if self.loss_fn is not None:
+                            loss = self.loss_fn(call(ctx.module, weights[s], (x,)), ys[i])
+                        else:
+                            loss = call(ctx.module, weights[s], (x, ys[i]))
+                        losses[k] += loss.double().reshape(()) / m
+                    else:
+                        out = call(ctx.module, weights[s], (x,)).contiguous()
+                        ctx.out_msgs[(ACTIVATION, k, i)] = out
+                        tr.communicate([Send(ACTIVATION, k, i, s + 1, stage=s)], contexts)
+        tr.drain_sends()
+        return self._gather_losses(losses, last)
+
+    # -- checkpoints -------------------------------------------------------------------------------
+    def _stage_state(self, ctx: StageContext) -> dict:
+        return {"stage": ctx.stage, "newest": ctx.newest,
+                "versions": {v: {n: t.detach().clone() for n, t in ws.items()}
+                             for v, ws in ctx.versions.items()},
+                "optimizer": ctx.optimizer.state_dict()}
+
+    def state_dict(self) -> dict:
+        """Everything this rank needs to resume: every live weight version of each stage (the
+        newest is the stage's parameters), the DelayedOptimizer (wrapped optimizer + EF memory
+        + counters), the next step and the layout. Save one file per rank."""
+        head = {"format": "asyncpp.pipeline/1", "schedule": self.schedule_name,
+                "num_stages": self.num_stages, "num_microbatches": self.num_microbatches,
+                "dp_rank": self.topo.dp_rank, "next_step": self.next_step}
+        if self.placement is None:
+            st = self._stage_state(self._only())
+            return {**head, "stage": st["stage"], "newest": st["newest"],
+                    "versions": st["versions"], "optimizer": st["optimizer"]}
+        return {**head, "stage": sorted(self.contexts),
+                "stages": {s: self._stage_state(c) for s, c in self.contexts.items()}}
+
+    @torch.no_grad()
+    def load_state_dict(self, state: Mapping) -> None:
+        """Restore :meth:`state_dict` (from the same stage(s) of the same layout)."""
+        if state.get("format") != "asyncpp.pipeline/1":
+            raise ValueError("not an asyncpp pipeline checkpoint (missing format tag)")
+        here = self._only().stage if self.placement is None else sorted(self.contexts)
+        mine = (self.schedule_name, self.num_stages, self.num_microbatches, here)
+        theirs = (state["schedule"], state["num_stages"], state["num_microbatches"],
+                  state["stage"])
+        if mine != theirs:
+            raise ValueError(
+                f"checkpoint is for (schedule, stages, microbatches, stage) = {theirs}, this "
+                f"rank runs {mine}; load the file written by the same stage of the same layout"
+            )
+        per_stage = {self._only().stage: state} if self.placement is None else state["stages"]
+        for s, ctx in self.contexts.items():
+            self._load_stage(ctx, per_stage[s])
+        self.next_step = int(state["next_step"])
+        for ctx in self.contexts.values():
+            ctx.next_item = (self.next_step, 0)
+            ctx.max_forwarded = self.next_step - 1
+
+    def _load_stage(self, ctx: StageContext, state: Mapping) -> None:
+        newest = int(state["newest"])
+        versions = state["versions"]
+        for n, p in ctx.params:
+            if n not in versions[newest]:
+                raise ValueError(f"checkpoint lacks parameter {n!r}")
+            p.data = versions[newest][n].to(device=p.device, dtype=p.dtype).clone()
+        ctx.versions = {}
+        for v, ws in versions.items():
+            v = int(v)
+            if v == newest:
+                ctx.versions[v] = ctx.alias_master()
+            else:
+                ctx.versions[v] = {n: t.to(self.device).clone() for n, t in ws.items()}
+        ctx.newest = newest
+        ctx.optimizer.load_state_dict(state["optimizer"])
+
+
+def _check_placement(placement, stage, optimizer):
+    if placement is None:
+        if isinstance(stage, Mapping) or isinstance(optimizer, Mapping):
+            raise ValueError("a mapping of stages (or optimizers) needs placement=, the stages "
+                             "each rank runs")
+        return None
+    devs = [list(d) for d in placement]
+    flat = sorted(s for d in devs for s in d)
+    if not devs or any(not d for d in devs) or flat != list(range(len(flat))):
+        raise ValueError(f"placement {devs} must split the stages 0..P-1 among the ranks, each "
+                         "rank at least one")
+    if not (isinstance(stage, Mapping) and isinstance(optimizer, Mapping)):
+        raise ValueError("with placement=, give stage and optimizer as mappings {stage index: "
+                         "module / optimizer} of the stages this rank runs")
+    return tuple(tuple(d) for d in devs)
+
+
+def _digest(obj) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=repr).encode()).hexdigest()
+
+
+def _compare_across_ranks(mine: dict, group) -> None:
+    """All-gather ``mine`` and raise ``ValueError`` on every rank if any rank differs."""
+    world = dist.get_world_size(group)
+    everyone = [None] * world
+    dist.all_gather_object(everyone, (_digest(mine), mine), group=group)
+    ref_digest, ref = everyone[0]
+    bad = [r for r, (d, _) in enumerate(everyone) if d != ref_digest]
+    if bad:
+        other = everyone[bad[0]][1]
+        keys = sorted(k for k in set(ref) | set(other) if ref.get(k) != other.get(k))
+        diffs = "; ".join(f"{k}: rank 0 has {ref.get(k)!r}, rank {bad[0]} has {other.get(k)!r}"
+                          for k in keys)
+        raise ValueError(
+            f"pipeline configuration differs across ranks (ranks {bad} differ from rank 0): "
+            f"{diffs}. Start every rank with the same configuration"
+        )

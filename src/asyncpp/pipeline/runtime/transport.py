@@ -1,0 +1,184 @@
+r"""Messages between stages: activation headers, one ``batch_isend_irecv`` per run of
+consecutive send/receive actions, named waits with a timeout, and the drain of finished sends.
+
+Sends are non-blocking and complete in the background; receives are waited with the
+``timeout``. Consecutive send/receive actions are posted together with one
+``batch_isend_irecv`` — on gloo (CPU) as on NCCL (GPU), so the CPU tests run the code path
+multi-GPU users run — in the same deterministic order on both peers. The first activation
+message of each call on each stream carries a small header (dtype, shape); later microbatches
+reuse it. When a rank holds several stages, a message between two stages of one rank is handed
+over in memory, and each stream between two ranks (source stage, kind) has its own tag, so
+messages of different stage pairs between the same two ranks never match each other (gloo
+matches by tag; NCCL ignores tags, so several stages per rank need gloo).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+from torch import Tensor
+
+from ..actions import ACTIVATION, Send, to_str
+from .errors import PipelineError
+
+_DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64,
+           torch.int32]
+_HEADER = 10
+
+
+class Transport:
+    """Point-to-point messages and waits of one rank.
+
+    ``stage_rank[s]``: the global rank running stage s; ``local``: the stages this rank runs
+    (a message between two of them never leaves the process)."""
+
+    def __init__(self, topo, timeout: float, device: torch.device, stage_rank: list[int],
+                 local: set[int], tagged: bool) -> None:
+        self.topo = topo
+        self.timeout = timeout
+        self.device = device
+        self.stage_rank = stage_rank
+        self.local = local
+        self.tagged = tagged
+        self.meta: dict[int, tuple] = {}
+        self.begin_call()
+
+    def begin_call(self) -> None:
+        self.send_works: list = []
+        self.header_sent: set[int] = set()
+        self.header_recvd: set[int] = set()
+
+    # -- waits -----------------------------------------------------------------------------
+    def wait(self, work, what: str, peer=None) -> None:
+        """Wait for ``work`` (a ``torch.distributed`` work handle) up to the timeout;
+        :class:`PipelineError` naming this rank, ``what`` and ``peer`` (a rank, or the list of
+        ranks a collective waits for) if it does not finish."""
+        if work is None:
+            return
+        try:
+            ok = work.wait(timeout=timedelta(seconds=self.timeout))
+        except Exception as e:  # gloo/NCCL report timeouts and closed peers as RuntimeError
+            raise self.error(what, peer, e) from e
+        if ok is False:
+            raise self.error(what, peer, "timed out")
+
+    def error(self, what: str, peer, cause) -> PipelineError:
+        t = self.topo
+        who = f"rank {dist.get_rank()} (stage {t.stage}, dp {t.dp_rank})" if t.distributed \
+            else "this process"
+        if isinstance(peer, (list, tuple)):
+            src = (f" from rank {peer[0]}" if len(peer) == 1 else
+                   f" from ranks {', '.join(map(str, peer))}") if peer else ""
+        else:
+            src = f" from rank {peer}" if peer is not None else ""
+        return PipelineError(
+            f"{who}: {what}{src} did not complete within the {self.timeout:g} s timeout or the "
+            f"peer is gone — a peer process died, stalled, or runs a different configuration "
+            f"({cause})"
+        )
+
+    def others(self, group) -> list[int]:
+        """The global ranks of ``group`` other than this one (whom a collective waits for)."""
+        if group is None or not self.topo.distributed:
+            return []
+        me = dist.get_rank()
+        return [r for r in dist.get_process_group_ranks(group) if r != me]
+
+    # -- posting ---------------------------------------------------------------------------
+    def post(self, ops: list[tuple[str, Tensor, int, int]]) -> list:
+        """Post sends/receives (op, tensor, global peer rank, tag) together with one
+        ``batch_isend_irecv``. Returns one work per op (NCCL may return a single work for the
+        whole batch; callers handle both)."""
+        g = self.topo.pp_group
+        p2p = [dist.P2POp(dist.isend if op == "send" else dist.irecv, tensor, peer, g, tag)
+               for op, tensor, peer, tag in ops]
+        try:
+            return dist.batch_isend_irecv(p2p)
+        except Exception as e:
+            raise self.error("posting sends/receives", ops[0][2], e) from e
+
+    def _header(self, x: Tensor) -> Tensor:
+        if x.ndim > _HEADER - 2 or x.dtype not in _DTYPES:
+            raise ValueError(f"stage outputs must be tensors of ≤ {_HEADER - 2} dims with dtype "
+                             f"in {_DTYPES}, got {x.dtype} of shape {tuple(x.shape)}")
+        h = [_DTYPES.index(x.dtype), x.ndim, *x.shape] + [0] * (_HEADER - 2 - x.ndim)
+        return torch.tensor(h, dtype=torch.int64, device=self.device)
+
+    def _tag(self, src_stage: int, kind: str) -> int:
+        return 2 * src_stage + (kind != ACTIVATION) if self.tagged else 0
+
+    def communicate(self, group: list, contexts: dict) -> None:
+        """Post one run of consecutive Send/Recv actions together, then wait for the
+        receives (sends complete in the background and are waited later). ``contexts``: the
+        rank's stage contexts by stage."""
+        ops, recvs = [], []
+        for a in group:
+            ctx = contexts[a.stage]
+            key = (a.kind, a.step, a.mb)
+            if a.peer in self.local:  # a stage of this rank: hand over in memory
+                if isinstance(a, Send):
+                    contexts[a.peer].in_msgs[key] = ctx.out_msgs.pop(key)
+                elif key not in ctx.in_msgs:
+                    raise PipelineError(f"{to_str(a)}: the message from stage {a.peer} of this "
+                                        "rank was not sent before it is received (a program "
+                                        "out of order)")
+                continue
+            peer = self.stage_rank[a.peer]
+            src = a.stage if isinstance(a, Send) else a.peer
+            tag = self._tag(src, a.kind)
+            if isinstance(a, Send):
+                tensor = ctx.out_msgs.pop(key)
+                if a.kind == ACTIVATION and a.peer not in self.header_sent:
+                    self.header_sent.add(a.peer)
+                    hdr = self._header(tensor)
+                    self.send_works.append((self.post([("send", hdr, peer, tag)]), hdr, [peer]))
+                ops.append(("send", tensor, peer, tag))
+                continue
+            if a.kind == ACTIVATION:
+                if a.peer not in self.header_recvd:
+                    hdr = torch.empty(_HEADER, dtype=torch.int64, device=self.device)
+                    for w in self.post([("recv", hdr, peer, tag)]):
+                        self.wait(w, f"the activation header for {to_str(a)}", peer)
+                    h = hdr.tolist()
+                    if not (0 <= h[0] < len(_DTYPES) and 0 <= h[1] <= _HEADER - 2):
+                        raise PipelineError(f"malformed activation header {h} from rank {peer}")
+                    self.meta[a.peer] = (_DTYPES[h[0]], tuple(h[2:2 + h[1]]))
+                    self.header_recvd.add(a.peer)
+                dtype, shape = self.meta[a.peer]
+            else:
+                out = ctx.inflight[(a.step, a.mb)][1]
+                dtype, shape = out.dtype, tuple(out.shape)
+            buf = torch.empty(shape, dtype=dtype, device=self.device)
+            ops.append(("recv", buf, peer, tag))
+            recvs.append((len(ops) - 1, a, buf, peer))
+        if not ops:
+            return
+        works = self.post(ops)
+        if len(works) != len(ops):
+            # A coalesced batch (NCCL): one handle for all; wait for it now.
+            for w in works:
+                self.wait(w, "a batched pipeline exchange", sorted({o[2] for o in ops}))
+            works = [None] * len(ops)
+        self.send_works.append(([w for (op, *_), w in zip(ops, works) if op == "send"],
+                                [o[1] for o in ops if o[0] == "send"],
+                                sorted({o[2] for o in ops if o[0] == "send"})))
+        for idx, a, buf, peer in recvs:
+            self.wait(works[idx], f"the {a.kind} of step {a.step} microbatch {a.mb} "
+                                  f"({to_str(a)})", peer)
+            contexts[a.stage].in_msgs[(a.kind, a.step, a.mb)] = buf
+        self.drain_sends(keep=4 * len(self.stage_rank))
+
+    def drain_sends(self, keep: int = 0) -> None:
+        """Release finished sends (their tensors), oldest first; wait for the oldest ones
+        while more than ``keep`` batches of sends are outstanding."""
+        q = self.send_works
+        while q:
+            works, _, peers = q[0]
+            if len(q) > keep:
+                for w in works:
+                    self.wait(w, "a send", peers)
+            elif not all(w is None or w.is_completed() for w in works):
+                break
+            q.pop(0)
