@@ -13,16 +13,24 @@ gradient :math:`g_t = h x_{t-\tau} + \sigma\xi_t` (ξ standard normal, σ = 0 un
 τ idle start steps, k = t − τ + 1 the optimizer's own step count, then
 
 .. math::
-    m_t = \beta_1 m_{t-1} + (1-\beta_1) g_t,\qquad
-    u_t = \begin{cases}
-      \eta\,\hat m_t/(\sqrt{\hat n_t} + \epsilon),\ n_t = \beta_2 n_{t-1} + (1-\beta_2) g_t^2
-        & \text{Adam}\\
-      \eta\,(\hat m_t + \beta_2 \hat v_t)/(\sqrt{\hat n_t} + \epsilon),\
-        v_t = \beta_2 v_{t-1} + (1-\beta_2)(g_t - g_{t-1}),\
-        n_t = \beta_3 n_{t-1} + (1-\beta_3)(g_t + \beta_2(g_t - g_{t-1}))^2 & \text{Adan}\\
-      \eta\,\mathrm{sign}(m_t)\ \text{or}\ \eta\,\mathrm{sign}((1-\beta_1)g_t + \beta_1 m_t)
-        & \text{sign (1-D Muon)}
-    \end{cases}
+    m_t = \beta_1 m_{t-1} + (1-\beta_1) g_t
+
+.. math::
+    \text{Adam:}\quad u_t = \frac{\eta\,\hat m_t}{\sqrt{\hat n_t} + \epsilon},\qquad
+    n_t = \beta_2 n_{t-1} + (1-\beta_2) g_t^2
+
+.. math::
+    \text{Adan:}\quad u_t = \frac{\eta\,(\hat m_t + \beta_2 \hat v_t)}{\sqrt{\hat n_t} + \epsilon},
+
+.. math::
+    v_t = \beta_2 v_{t-1} + (1-\beta_2)(g_t - g_{t-1}),
+
+.. math::
+    n_t = \beta_3 n_{t-1} + (1-\beta_3)\big(g_t + \beta_2(g_t - g_{t-1})\big)^2
+
+.. math::
+    \text{sign (1-D Muon):}\quad u_t = \eta\,\mathrm{sign}(m_t)\ \text{or}\
+    \eta\,\mathrm{sign}\big((1-\beta_1)g_t + \beta_1 m_t\big)
 
 with bias correction :math:`\hat m = m/(1-\beta_1^k)` etc. and Adan's :math:`g_0 := g_1`
 (``pytorch_optimizer.Adan``, the authors' code), then :math:`x_{t+1} = x_t - u_t` or, with EF,
@@ -68,10 +76,12 @@ relaxation and the simulated floor lies above the law). Consequences for Adam (�
 :math:`c^{*2}_\mathrm{EF} + c^*_\mathrm{EF} = 1/(1-\beta)`):
 
 .. math::
-    \frac{F_\text{async}}{F_\text{sync}} = \frac{4(1+\beta)^2}{(1-\beta)^2}\ (1444 \text{ at }
-    \beta = 0.9),\qquad
+    \frac{F_\text{async}}{F_\text{sync}} = \frac{4(1+\beta)^2}{(1-\beta)^2},
+
+.. math::
     \text{EF share} = \frac{1 - 1/c^{*2}_\text{EF}}{1 - (1-\beta)^2/(4(1+\beta)^2)}
-    \ (0.864 \text{ at } 0.9,\ 0.934 \text{ at } 0.95).
+
+(the book's table gives the values).
 
 The delayed Adam floor hη²/2 does not depend on β (the τ = 1 edge is 1 whatever β), while the
 sync floor falls like (1−β)²: the gap is essentially the delayed floor.

@@ -13,12 +13,19 @@ as ∣v∣ is at least its normalisation floor ε = 10⁻⁷; below it the step 
 (:class:`Floor` models that). On f(x) = h x²/2 (h > 0) the method is
 
 .. math::
-    m_t = \beta m_{t-1} + (1-\beta) h x_{t-\tau},\ m_{\tau-1} = 0,\qquad
+    m_t = \beta m_{t-1} + (1-\beta) h x_{t-\tau},\qquad m_{\tau-1} = 0,
+
+.. math::
     v_t = m_t\ \text{(heavy ball) or } (1-\beta) h x_{t-\tau} + \beta m_t\ \text{(Nesterov)},
 
-    u_t = \eta\,\mathrm{sign}(v_t),\qquad x_{t+1} = x_t - u_t\ \text{(no EF) or }
-    x_t - (1+\gamma)u_t + \gamma u_{t-1}\ \text{(EF}(\gamma)\text{; the paper's EF is }
-    \gamma = 1,\ u_{\tau-1} = 0),
+.. math::
+    u_t = \eta\,\mathrm{sign}(v_t),\qquad x_{t+1} = x_t - u_t\ \text{(no EF), or}
+
+.. math::
+    x_{t+1} = x_t - (1+\gamma)u_t + \gamma u_{t-1}\ \text{(EF}(\gamma)\text{)},\qquad
+    u_{\tau-1} = 0
+
+(the paper's EF is γ = 1),
 
 for t ≥ τ, and :math:`x_{t+1} = x_t` for t < τ (the idle start of ``DelayedOptimizer``). h
 drops out (sign is scale invariant): **the cycle does not depend on the curvature**. It does
