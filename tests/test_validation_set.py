@@ -100,3 +100,4 @@ def test_a_run_reports_the_whole_split_and_each_source(tmp_path, fixture_sources
     assert summary["final_val_loss_sample"] is not None
     assert summary["data"]["tokenizer_sha256"] == m["tokenizer"]["sha256"]
     assert len(summary["data"]["manifest_sha256"]) == 64
+    assert summary["data"]["corpus_id"] == cb.corpus_id(m)

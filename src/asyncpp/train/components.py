@@ -179,12 +179,25 @@ def data_provenance(data: DataBundle) -> dict:
     out = {"description": data.description,
            "tokenizer_file": str(data.tokenizer_file) if data.tokenizer_file else None,
            "tokenizer_sha256": sha(data.tokenizer_file),
-           "manifest_sha256": sha(data.manifest), "train_tokens": data.train.num_tokens,
+           "manifest_sha256": sha(data.manifest), "corpus_id": _corpus_id(data.manifest),
+           "train_tokens": data.train.num_tokens,
            "train_windows": data.train.num_windows}
     if data.val is not None:
         out.update(val_tokens=data.val.num_tokens, val_windows=data.val.num_windows,
                    val_sources={s.name: [s.kind, s.num_windows] for s in data.val_sources or []})
     return out
+
+
+def _corpus_id(manifest: Path | None) -> str | None:
+    """The corpus id of ``asyncpp-corpus`` (a hash of the shards' sha256s: the same for every
+    byte-identical rebuild, unlike the manifest's own hash, which holds the build time)."""
+    if manifest is None:
+        return None
+    import json
+
+    from ..data.corpus_build import corpus_id
+
+    return corpus_id(json.loads(Path(manifest).read_text()))
 
 
 def validation_set(data: DataBundle, cfg: Config, final: bool, multiple: int
