@@ -244,34 +244,40 @@ def beta_one_limits(tau: int) -> tuple[float, float]:
 # --------------------------------------------------------------------------- proof
 def _steps() -> list[Step]:
     zi = 1 / z
-    steps = []
-    for tau in TAUS:
-        uz = (z + zi) / 2
-        steps.append(Step(
-            rf"E1.{tau} $F(z) - F(1/z) = -\frac{{z+1}}{{z-1}}(\pi_{tau}(u) - p)$", "identity",
-            eq(_F(tau, z) - _F(tau, zi), -(z + 1) / (z - 1) * (lobe_p(tau, uv=uz) - p)),
-            r"$F = P/(z-1)$, $P$ = T3's EF($\gamma$) polynomial with $q = p\gamma$, "
-            r"$u = (z + 1/z)/2$: on $|z| = 1$, $\mathrm{Im}\,F = \tfrac12\cot(\omega/2)"
-            r"(\pi_\tau - p)$"))
-        steps.append(Step(
-            rf"E2.{tau} $F(z) + F(1/z) = 2(q - \Gamma(u))$", "identity",
-            eq(_F(tau, z) + _F(tau, zi), 2 * (q - (gamma_num(tau, uv=uz) - p / 2))),
-            r"$\Gamma(u) = \beta T_\tau(u) - T_{\tau+1}(u) - p/2$: $\mathrm{Re}\,F = q - \Gamma$"))
-    tau_s = sp.Symbol("tau", nonnegative=True, integer=True)
+    uz = (z + zi) / 2
+    Fz, Fzi = sp.Symbol("F(z)"), sp.Symbol("F(1/z)")
     t_ = sp.Symbol("t", positive=True)  # t = tan(ω/2): cos ω = (1-t²)/(1+t²)
     zt = (1 + sp.I * t_) / (1 - sp.I * t_)
 
     def sin_k(k):
         return (zt**k - zt**-k) / (2 * sp.I)
 
+    steps = []
     for tau in TAUS:
+        pi_u, gam_u = sp.Symbol(rf"\pi_{{{tau}}}(u)"), sp.Symbol(rf"\Gamma_{{{tau}}}(u)")
+        model = {Fz: _F(tau, z), Fzi: _F(tau, zi), pi_u: lobe_p(tau, uv=uz),
+                 gam_u: gamma_num(tau, uv=uz) - p / 2}
         steps.append(Step(
-            rf"E3.{tau} trigonometric form of $\pi_{tau}$", "identity",
-            eq(lobe_p(tau, uv=(1 - t_**2) / (1 + t_**2)),
-               2 * t_ * (sin_k(tau + 1) - beta * sin_k(tau))),
-            r"$\pi_\tau(\cos\omega) = 2\tan(\omega/2)(\sin(\tau+1)\omega - "
-            r"\beta\sin\tau\omega)$, checked as a rational identity in $t = \tan(\omega/2)$ "
-            r"($e^{i\omega} = (1+it)/(1-it)$)"))
+            rf"E1.{tau} $F(z) - F(1/z) = -\frac{{z+1}}{{z-1}}(\pi_{tau}(u) - p)$", "identity",
+            eq(Fz - Fzi, -(z + 1) / (z - 1) * (pi_u - p)),
+            r"$F = P/(z-1)$, $P$ = T3's EF($\gamma$) polynomial with $q = p\gamma$, "
+            r"$u = (z + 1/z)/2$, $\pi_\tau(u) = 2(1-u)(U_\tau(u) - \beta U_{\tau-1}(u))$: on "
+            r"$|z| = 1$, $\mathrm{Im}\,F = \tfrac12\cot(\omega/2)(\pi_\tau - p)$", model=model))
+        steps.append(Step(
+            rf"E2.{tau} $F(z) + F(1/z) = 2(q - \Gamma_{tau}(u))$", "identity",
+            eq(Fz + Fzi, 2 * (q - gam_u)),
+            r"$\Gamma_\tau(u) = \beta T_\tau(u) - T_{\tau+1}(u) - p/2$: "
+            r"$\mathrm{Re}\,F = q - \Gamma_\tau$", model=model))
+    for tau in TAUS:
+        pi_c = sp.Symbol(rf"\pi_{{{tau}}}(\cos\omega)")
+        rhs = 2 * sp.tan(omega / 2) * (sp.sin((tau + 1) * omega) - beta * sp.sin(tau * omega))
+        model = {pi_c: lobe_p(tau, uv=(1 - t_**2) / (1 + t_**2)), sp.tan(omega / 2): t_,
+                 sp.sin((tau + 1) * omega): sin_k(tau + 1), sp.sin(tau * omega): sin_k(tau)}
+        steps.append(Step(
+            rf"E3.{tau} trigonometric form of $\pi_{tau}$", "identity", eq(pi_c, rhs),
+            r"checked as a rational identity in $t = \tan(\omega/2)$ "
+            r"($e^{i\omega} = (1+it)/(1-it)$)", model=model))
+    tau_s = sp.Symbol("tau", nonnegative=True, integer=True)
     steps += [
         Step("E4 counting lemma (argument principle)", "cited",
              ge(sp.Symbol(r"\#\{u\in(-1,1):\pi_\tau(u)=p\}"), sp.Symbol(r"\tau") + 1),
