@@ -49,7 +49,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 P = 2
-ASYNCPP = ("1f1b", "2bw", "pipedream")
+ASYNCPP = ("1f1b", "2bw", "pipedream", "1f1b@looped", "2bw@looped")
 TORCH = ("Schedule1F1B", "ScheduleInterleaved1F1B", "ScheduleInterleavedZeroBubble",
          "ScheduleZBVZeroBubble")
 BASE = "torch:Schedule1F1B"
@@ -129,20 +129,23 @@ class Workload:
 
 
 # -- the rank's work ---------------------------------------------------------------------------
-def _median_time(fn, n: int) -> float:
+def _median_time(fn, n: int, clock=time.perf_counter) -> float:
     ts = []
     for _ in range(n):
-        t0 = time.perf_counter()
+        t0 = clock()
         fn()
-        ts.append(time.perf_counter() - t0)
+        ts.append(clock() - t0)
     return statistics.median(ts)
 
 
 def measure_costs(w: Workload, rank: int, topo, repeats: int) -> dict:
-    """This rank's stage (of the 2-rank cut): t_f, t_b, t_bi, t_upd, and t_msg (collective)."""
+    """This rank's stage (of the 2-rank cut): t_f, t_b, t_bi, t_upd as the CPU time of this
+    rank's one thread (the work, whatever else the shared machine runs), each the median over
+    ``repeats``; t_msg (wall clock, collective) half a round trip of one activation."""
     import torch
     import torch.distributed as dist
 
+    clock = time.thread_time
     stage = w.stage(rank, P)
     x, y = w.batch(1)
     opt = torch.optim.AdamW(stage.parameters(), lr=1e-4)
@@ -153,25 +156,31 @@ def measure_costs(w: Workload, rank: int, topo, repeats: int) -> dict:
             inp = w.stage(0, P)(x)
     last = rank == P - 1
     needs_input_grad = inp.is_floating_point()
+    samples = {"t_f": [], "t_b": [], "t_bi": []}
 
-    def fwd():
+    def once(input_only: bool) -> None:
         i = inp.detach().requires_grad_(needs_input_grad)
+        t0 = clock()
         out = stage(i)
-        return i, (w.loss(out, y) if last else out)
-
-    def fwd_bwd(input_only=False):
-        i, out = fwd()
+        out = w.loss(out, y) if last else out
+        t1 = clock()
         g = None if last else torch.ones_like(out)
         if input_only:
             torch.autograd.grad(out, [i], g)
         else:
             out.backward(g)
+        t2 = clock()
+        samples["t_f"].append(t1 - t0)
+        samples["t_bi" if input_only else "t_b"].append(t2 - t1)
 
-    fwd_bwd()
-    t_f = _median_time(lambda: fwd(), repeats)
-    t_fb = _median_time(fwd_bwd, repeats)
-    t_fbi = _median_time(lambda: fwd_bwd(True), repeats) if needs_input_grad else None
-    t_upd = _median_time(opt.step, repeats)
+    once(False)
+    samples["t_f"].clear()
+    samples["t_b"].clear()
+    for _ in range(repeats):
+        once(False)
+        if needs_input_grad:
+            once(True)
+    t_upd = _median_time(opt.step, repeats, clock)
     # Half a round trip of one activation (stage 0's output) between the two ranks.
     with torch.no_grad():
         act = (w.stage(0, P)(x) if rank == 0 else inp).contiguous()
@@ -187,12 +196,17 @@ def measure_costs(w: Workload, rank: int, topo, repeats: int) -> dict:
 
     ping()
     t_msg = _median_time(ping, repeats) / 2
-    return {"t_f": t_f, "t_b": t_fb - t_f, "t_bi": (t_fbi - t_f) if t_fbi else None,
-            "t_upd": t_upd, "t_msg": t_msg, "activation_bytes": act.numel() * act.element_size(),
+    med = {k: statistics.median(v) if v else None for k, v in samples.items()}
+    return {**med, "t_upd": t_upd, "t_msg": t_msg,
+            "activation_bytes": act.numel() * act.element_size(),
             "stage_params": sum(p.numel() for p in stage.parameters())}
 
 
 def asyncpp_runner(w: Workload, name: str, m: int, topo, rank: int):
+    """asyncpp's executor; ``name@looped``: 2P stages, rank r running stages r and r + P (the
+    looped placement of interleaved schedules, as torch's ``ScheduleInterleaved1F1B``)."""
+    import inspect
+
     import torch
 
     from asyncpp.delay import DelayedOptimizer
@@ -202,11 +216,22 @@ def asyncpp_runner(w: Workload, name: str, m: int, topo, rank: int):
         from asyncpp.pipeline import stage_delay
     except ImportError:  # older layout
         from asyncpp.pipeline.executor import stage_delay
-    stage = w.stage(rank, P)
-    dopt = DelayedOptimizer(torch.optim.AdamW(stage.parameters(), lr=1e-4),
-                            delay=stage_delay(name, P, rank))
-    ex = PipelineExecutor(stage, dopt, schedule=name, num_microbatches=m, topology=topo,
-                          loss_fn=w.loss, timeout=600)
+    sched, _, where = name.partition("@")
+    kw = dict(schedule=sched, num_microbatches=m, topology=topo, loss_fn=w.loss, timeout=600)
+    if "track_grad_norm" in inspect.signature(PipelineExecutor).parameters:
+        kw["track_grad_norm"] = False  # nothing reads it here (torch computes none either)
+    if where == "looped":
+        n = 2 * P
+        placement = [[r, r + P] for r in range(P)]
+        mods = {s: w.stage(s, n) for s in placement[rank]}
+        opts = {s: DelayedOptimizer(torch.optim.AdamW(mod.parameters(), lr=1e-4),
+                                    delay=stage_delay(sched, n, s)) for s, mod in mods.items()}
+        ex = PipelineExecutor(mods, opts, placement=placement, **kw)
+    else:
+        stage = w.stage(rank, P)
+        dopt = DelayedOptimizer(torch.optim.AdamW(stage.parameters(), lr=1e-4),
+                                delay=stage_delay(sched, P, rank))
+        ex = PipelineExecutor(stage, dopt, **kw)
     batch = w.batch(m)
 
     def run(steps: int) -> None:
@@ -256,7 +281,7 @@ def worker(outdir: str, params: dict) -> None:
     init_distributed("cpu", timeout=900)
     rank = dist.get_rank()
     topo = PipelineTopology.create(P, timeout=900)
-    out = {"costs": {}, "times": {}, "skipped": {}}
+    out = {"costs": {}, "times": {}, "cpu": {}, "skipped": {}}
     names = [f"asyncpp:{s}" for s in params["asyncpp"]] + [f"torch:{s}" for s in params["torch"]]
     for model in params["models"]:
         w = Workload(model, params)
@@ -270,23 +295,30 @@ def worker(outdir: str, params: dict) -> None:
             for name in names:
                 lib, sched = name.split(":")
                 make = asyncpp_runner if lib == "asyncpp" else torch_runner
-                try:  # refusals happen at construction, alike on every rank
+                try:  # refusals come before any message, alike on every rank
                     runners[name] = make(w, sched, m, topo, rank)
-                except ValueError as e:  # e.g. a schedule torch does not run at this m
+                    runners[name](params["warmup"])
+                except ValueError as e:  # e.g. a schedule that does not run at this m
                     out["skipped"][f"{model}/m{m}/{name}"] = str(e).splitlines()[0][:200]
+                    runners.pop(name, None)
                     continue
-                runners[name](params["warmup"])
             cell = {name: [] for name in runners}
+            cpu = {name: [] for name in runners}
             order = list(runners)
             for r in range(params["rounds"]):
                 k = r % len(order)
                 for name in order[k:] + order[:k]:
                     dist.barrier()
-                    t0 = time.perf_counter()
+                    t0, c0 = time.perf_counter(), time.process_time()
                     runners[name](steps)
+                    c1 = time.process_time()
                     dist.barrier()
                     cell[name].append((time.perf_counter() - t0) / steps)
+                    cpu[name].append((c1 - c0) / steps)
             out["times"][f"{model}/m{m}"] = cell
+            everyone = [None] * P
+            dist.all_gather_object(everyone, cpu)
+            out["cpu"][f"{model}/m{m}"] = everyone
             del runners
     if rank == 0:
         Path(outdir, "result.json").write_text(json.dumps(out))
@@ -312,6 +344,7 @@ def summarize(raw: dict, params: dict) -> dict:
         t_upd = max(c["t_upd"] for c in costs)
         ideal = ideal_ratio(m, t_mb, t_upd)
         rows = {}
+        cpu = raw.get("cpu", {}).get(key)
         for name, ts in cell.items():
             rate = [1.0 / t for t in ts]
             ratio = [b / t for b, t in zip(cell[BASE], ts)] if BASE in cell else []
@@ -319,7 +352,12 @@ def summarize(raw: dict, params: dict) -> dict:
                 "step_s": {"median": statistics.median(ts), "min": min(ts), "max": max(ts)},
                 "steps_per_s_median": statistics.median(rate),
                 "ratio_vs_torch_1f1b": ({"median": statistics.median(ratio), "min": min(ratio),
-                                         "max": max(ratio)} if ratio else None)}
+                                         "max": max(ratio),
+                                         # the least disturbed rounds: interference only adds
+                                         "best": min(cell[BASE]) / min(ts)} if ratio else None),
+                # CPU seconds per step on each rank (process time): the work plus the
+                # runtime's own overhead, without the waits
+                "cpu_s_per_step": ([statistics.median(c[name]) for c in cpu] if cpu else None)}
         cells[key] = {"model": model, "m": m, "t_mb": t_mb, "t_upd": t_upd,
                       "ideal_2bw_vs_torch_1f1b": ideal, "target_2bw": 0.9 * ideal,
                       "schedules": rows}
@@ -329,7 +367,7 @@ def summarize(raw: dict, params: dict) -> dict:
 def _fmt(r: dict | None) -> str:
     if r is None:
         return "—"
-    return f"{r['median']:.2f} ({r['min']:.2f}–{r['max']:.2f})"
+    return f"{r['median']:.2f} ({r['min']:.2f}–{r['max']:.2f}; best {r['best']:.2f})"
 
 
 def render(result: dict) -> str:
@@ -349,8 +387,9 @@ def render(result: dict) -> str:
     for model in result["params"]["models"]:
         keys = [k for k, c in result["cells"].items() if c["model"] == model]
         c0 = result["costs"][model]
-        out.append(f"**{model}** — steps/s relative to torch `Schedule1F1B`, median (range) of "
-                   "per-round ratios; per stage (rank 0 / rank 1) t_f = "
+        out.append(f"**{model}** — steps/s relative to torch `Schedule1F1B`: median (range) of "
+                   "the per-round ratios; best = ratio of the fastest rounds. Per stage (rank 0 "
+                   "/ rank 1, CPU time) t_f = "
                    + " / ".join(f"{c['t_f'] * 1e3:.1f}" for c in c0) + " ms, t_b = "
                    + " / ".join(f"{c['t_b'] * 1e3:.1f}" for c in c0) + " ms, t_upd = "
                    + " / ".join(f"{c['t_upd'] * 1e3:.1f}" for c in c0) + " ms, t_msg = "
@@ -372,6 +411,18 @@ def render(result: dict) -> str:
                 row.append(_fmt(s["ratio_vs_torch_1f1b"]) if s else "—")
             out.append("| " + " | ".join(row) + " |")
         out.append("")
+        cpu_rows = [(result["cells"][k]["m"], result["cells"][k]["schedules"]) for k in keys]
+        if all(v.get("cpu_s_per_step") for _, sc in cpu_rows for v in sc.values()):
+            out.append("CPU ms per step, rank 0 / rank 1 (median; the work and the runtime's "
+                       "overhead, not the waits):")
+            out.append("")
+            out.append("| m | " + " | ".join(short[n] for n in names) + " |")
+            out.append("| --- | " + " | ".join("---" for _ in names) + " |")
+            for m, sc in sorted(cpu_rows, key=lambda t: t[0]):
+                out.append(f"| {m} | " + " | ".join(
+                    " / ".join(f"{1e3 * x:.0f}" for x in sc[n]["cpu_s_per_step"])
+                    if n in sc else "—" for n in names) + " |")
+            out.append("")
     for key, why in sorted(result.get("skipped", {}).items()):
         out.append(f"- not run: {key}: {why}")
     return "\n".join(out).rstrip() + "\n"
@@ -464,7 +515,7 @@ def main(argv=None) -> dict:
                 "load_start": " ".join(f"{x:.2f}" for x in load_start),
                 "load_end": " ".join(f"{x:.2f}" for x in load_end),
                 "cpus": os.cpu_count()},
-        "params": params, "costs": raw["costs"], "times": raw["times"],
+        "params": params, "costs": raw["costs"], "times": raw["times"], "cpu": raw["cpu"],
         "skipped": raw["skipped"],
         "cells": summarize(raw, params)}
     sys.path.insert(0, str(HERE))
