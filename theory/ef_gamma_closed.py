@@ -356,39 +356,37 @@ def result() -> Result:
 
 
 @cache
-def _float_polys(tau: int):
-    """numpy coefficient pairs (a₀, a₁), value a₀ + βa₁, of π_τ', π_τ and βT_τ − T_{τ+1}
-    (highest degree first), from the sympy expressions."""
-    import numpy as np
+def _cheb_polys(tau: int):
+    r"""(a₀, a₁, g₀, g₁): :math:`\pi_\tau = a_0 + \beta a_1` and
+    :math:`\beta T_\tau - T_{\tau+1} = g_0 + \beta g_1` as numpy Chebyshev series (exact small
+    integer coefficients in the T basis, well conditioned on [−1, 1] for every τ)."""
+    from numpy.polynomial import Chebyshev as Ch
 
-    def split(expr):
-        P = sp.Poly(expr, u, beta)
-        deg = sp.degree(expr, u)
-        a0, a1 = np.zeros(deg + 1), np.zeros(deg + 1)
-        for (i, j), co in P.terms():
-            (a0 if j == 0 else a1)[deg - i] += float(co)
-        return a0, a1
-
-    return split(stationary_poly(tau)), split(lobe_p(tau)), split(gamma_num(tau))
+    x = Ch([0.0, 1.0])
+    U = [Ch([1.0]), 2 * x]
+    while len(U) <= tau:
+        U.append(2 * x * U[-1] - U[-2])
+    one_minus = Ch([1.0, -1.0])
+    return (2 * one_minus * U[tau], -2 * one_minus * U[tau - 1],
+            -Ch.basis(tau + 1), Ch.basis(tau))
 
 
 def lobe_maximum_float(beta_v: float, tau: int) -> tuple[float, float, float]:
-    r"""(u*, p*, γ*) in float64: u* the largest real root of the polynomial :math:`\pi_\tau'`
-    (numpy roots, then Newton steps on it), p* = π_τ(u*), γ* = (βT_τ − T_{τ+1})(u*)/p* − ½."""
-    import numpy as np
-
+    r"""(u*, p*, γ*) in float64: u* the largest real root of :math:`\pi_\tau'` (colleague-matrix
+    roots of its Chebyshev series, then Newton steps), p* = π_τ(u*),
+    γ* = (βT_τ − T_{τ+1})(u*)/p* − ½. An algorithm of its own: the product bisects the
+    trigonometric form instead."""
     b = float(beta_v)
-    (d0, d1), (p0, p1), (g0, g1) = _float_polys(tau)
-    dpoly = d0 + b * d1
-    r = np.roots(dpoly)
-    us = float(max(x.real for x in r if abs(x.imag) < 1e-9 * max(1.0, abs(x))))
-    ddpoly = np.polyder(dpoly)
+    a0, a1, g0, g1 = _cheb_polys(tau)
+    P = a0 + b * a1
+    dP = P.deriv()
+    ddP = dP.deriv()
+    r = dP.roots()
+    us = float(max(x.real for x in r if abs(x.imag) < 1e-9 and x.real <= 1.0 + 1e-9))
     for _ in range(3):
-        step = np.polyval(dpoly, us) / np.polyval(ddpoly, us)
-        us -= float(step)
-    ps = float(np.polyval(p0 + b * p1, us))
-    gs = float(np.polyval(g0 + b * g1, us) / ps - 0.5)
-    return us, ps, gs
+        us -= float(dP(us) / ddP(us))
+    ps = float(P(us))
+    return us, ps, float((g0 + b * g1)(us) / ps - 0.5)
 
 
 def optimal_gamma_closed(beta_v, tau: int) -> tuple[float, float]:

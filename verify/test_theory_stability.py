@@ -326,6 +326,26 @@ def test_closed_form_is_the_maximum_over_all_gamma(tau, beta):
         assert critical_p(beta, tau, max(0.0, g + dg * (1 + g))) < cs * (1 - beta)
 
 
+@examples(10)
+@given(tau=st.integers(1, 32),
+       beta=st.one_of(st.floats(0.0, 0.999), st.sampled_from([0.0, 0.9, 0.99, 0.999])))
+def test_closed_form_for_deep_pipelines(tau, beta):
+    """For every drawn (τ ≤ 32, β): the product's bisection and the theory's Chebyshev-series
+    roots agree (1e-9), the root locus at γ* attains p* (1e-8), and γ* ± 1e-3·(1+γ*) stays
+    below it (the flat top of c*(γ) is at γ*)."""
+    from asyncpp.delay import critical_p
+    from asyncpp.delay.ef_gamma import optimal_ef_critical_step, optimal_ef_gamma
+    from theory import ef_gamma_closed as EG
+
+    g, cs = optimal_ef_gamma(beta, tau), optimal_ef_critical_step(beta, tau)
+    _, ps, gs = EG.lobe_maximum_float(beta, tau)
+    assert g == pytest.approx(gs, rel=1e-9, abs=1e-9)
+    assert cs * (1 - beta) == pytest.approx(ps, rel=1e-9)
+    assert critical_p(beta, tau, g) == pytest.approx(ps, rel=1e-8)
+    for dg in (-1e-3, 1e-3):
+        assert critical_p(beta, tau, max(0.0, g + dg * (1 + g))) < ps * (1 + 1e-12)
+
+
 def test_exact_certificate_and_its_refusals():
     """``ef_gamma_closed.certify`` (rational arithmetic only) certifies the closed form and
     refuses a γ off by 1e-3 or a p* off by 1e-7 either way."""
