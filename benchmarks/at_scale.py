@@ -24,10 +24,11 @@ Step time T of one optimizer step of m microbatches on P devices, and its deriva
   (Megatron-LM's warm-up count + 1), i.e. that many :math:`1/v` of a stage-microbatch.
 * **ZB-V** (Qi et al., 2024; zero-bubble "V": 2 chunks per device, backward split into input
   and weight gradients): also not simulated; its published bubble is used,
-  :math:`T = m(t_f + t_b) + (P - 1)\\max(0,\\ t_f + t_b - 2t_w) + t_{upd} + c_{P,m}`
-  (ZB-H2's bubble, which the V shape reaches with 1F1B's activation memory, P stage-microbatches
-  on the first device), for m ≥ 2P, where the schedule reaches its steady state; below 2P it
-  is not modelled.
+  :math:`T = m(t_f + t_b) + (P - 1)\\max(0,\\ t_f + t_b - 3t_w) + t_{upd} + c_{P,m}`
+  — ZB-H2's bubble :math:`(P - 1)(T_F + T_B - 2T_W)` in the paper's terms, where the backward
+  :math:`T_B = t_b - t_w` excludes the weight gradients :math:`T_W = t_w`; the V shape reaches it
+  with 1F1B's activation memory, P stage-microbatches on the first device — for m ≥ 2P, where
+  the schedule reaches its steady state; below 2P it is not modelled.
 
 Memory per device: weights in units of one stage's parameters (2BW keeps two versions: 2;
 optimizer state is the same for all and left out), activations in units of one microbatch's
@@ -110,7 +111,7 @@ def zero_bubble_v(P: int, m: int, c: dict, comm: float) -> dict | None:
     if m < 2 * P:
         return None
     t = c["t_f"] + c["t_b"]
-    T = m * t + (P - 1) * max(0.0, t - 2 * c["t_w"]) + c["t_upd"] + comm
+    T = m * t + (P - 1) * max(0.0, t - 3 * c["t_w"]) + c["t_upd"] + comm
     return {"T": T, "act": P, "weights": 1}
 
 

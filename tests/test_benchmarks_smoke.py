@@ -117,7 +117,7 @@ def test_peer_torch(bench):
 def test_at_scale(bench):
     import at_scale
 
-    stage = {"t_f": 0.01, "t_b": 0.02, "t_bi": 0.01, "t_upd": 0.015, "t_msg": 0.0}
+    stage = {"t_f": 0.01, "t_b": 0.02, "t_bi": 0.012, "t_upd": 0.015, "t_msg": 0.0}
     (bench / "peer.json").write_text(json.dumps({"costs": {"demo": [stage, stage]},
                                                  "run": {"date": "test"}}))
     r = at_scale.main(["--costs", str(bench / "peer.json"), "--stages", "4",
@@ -130,8 +130,9 @@ def test_at_scale(bench):
         # interleaved (v = 2) halves the flush
         want = ((m + 3) * t + tu) / (m * t + 1.5 * t + tu)
         assert rows[(m, "interleaved-1f1b")]["throughput_vs_1f1b"] == pytest.approx(want)
-    # ZB-V with t_w = t_b / 2 = t_f: bubble (P − 1)(t_f + t_b − 2 t_w) = 3 t_f
-    assert rows[(8, "zb-v")]["step_s"] == pytest.approx(8 * t + 3 * 0.01 + tu)
+    # ZB-V, t_w = t_b − t_bi = 8 ms: ZB-H2's bubble (P − 1)(T_F + T_B − 2 T_W) with T_F = 10 ms,
+    # T_B = t_bi = 12 ms, T_W = 8 ms, i.e. 3 × 6 ms
+    assert rows[(8, "zb-v")]["step_s"] == pytest.approx(8 * t + 3 * 0.006 + tu)
     assert rows[(4, "2bw")]["weights"] == 2 and rows[(4, "1f1b")]["weights"] == 1
     assert not rows[(4, "zb-v")]["modelled"] and rows[(8, "zb-v")]["modelled"]
     assert r["one_f_one_b_simulator_vs_formula"] < 1e-9
