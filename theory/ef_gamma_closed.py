@@ -193,7 +193,13 @@ def certify(beta_v, tau: int, rel: float = 1e-9, gamma=None, p_star=None) -> dic
     R = sp.Poly(sp.expand(gamma_num(tau, bq) - (gt + sp.Rational(1, 2)) * P.as_expr()), u,
                 domain=sp.QQ)
     dP = P.diff(u)
-    lip = Fraction(str(sum(abs(co) for co in dP.all_coeffs())))  # |π'| ≤ Σ|coeffs| on [-1, 1]
+    dco = [Fraction(str(co)) for co in dP.all_coeffs()[::-1]]  # lowest degree first
+
+    def lip(a: Fraction, b: Fraction) -> Fraction:
+        # |π'(u)| ≤ Σ_j |c_j| M^j on |u| ≤ M = max(1, |a|, |b|)
+        m = max(Fraction(1), abs(a), abs(b))
+        return sum(abs(co) * m**k for k, co in enumerate(dco))
+
     ok_c = True
     ptf = Fraction(int(sp.numer(pt)), int(sp.denom(pt)))
     for (a, b), _ in R.intervals():
@@ -201,8 +207,8 @@ def certify(beta_v, tau: int, rel: float = 1e-9, gamma=None, p_star=None) -> dic
         if b <= -1 or a >= 1:
             continue
         for _ in range(200):
-            lo, hi = _p_bounds(P, Fraction(int(a.p), int(a.q)), Fraction(int(b.p), int(b.q)),
-                               lip)
+            fa, fb = Fraction(int(a.p), int(a.q)), Fraction(int(b.p), int(b.q))
+            lo, hi = _p_bounds(P, fa, fb, lip(fa, fb))
             if hi <= 0 or lo >= ptf:
                 break
             if a == b:
