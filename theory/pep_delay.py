@@ -41,8 +41,9 @@ stops making guaranteed progress has :math:`W_{2K} = W_K`). The *PEP edge* is th
 ηL below which every step contracts (grid scan, then bisection: :func:`pep_edge`). The convex
 criterion restricted to the quadratics :math:`f = h x^2/2`, :math:`0 < h \le L` (they are in
 the class) is computed exactly (:func:`quadratic_worst_case`), so both edges can be compared at
-the same K; as K grows the quadratic one approaches T3's :math:`c^*` (below :math:`c^*` the
-quadratic worst case eventually decays, above it grows).
+the same K. At long horizons the quadratic one cannot exceed T3's :math:`c^*`: a step past
+:math:`c^*` is unstable on some quadratic, whose worst case then eventually grows past
+:math:`W_0`. Since the class contains the quadratics, neither can the PEP edge.
 """
 
 from __future__ import annotations
@@ -387,22 +388,40 @@ def methods(beta: float) -> list[tuple[str, int, float]]:
     return out
 
 
-def compute_results(log=None) -> dict:
-    """Everything the book page shows: worst-case curves, edges, and the γ scan."""
-    import time
+PARTS = ("curves", "edges", "gamma_scan", "gamma_scan_long")
+#: the longer-horizon γ scan: fewer γ (around γ*), K = 16
+K_GAMMA_LONG = 16
 
-    import cvxpy
-    import PEPit
+
+def compute_results(log=None, parts=PARTS, into: dict | None = None) -> dict:
+    """Everything the book page shows: worst-case curves, edges, the γ scan at K = 8 and a
+    coarser one at K = 16 (``parts``: which of :data:`PARTS` to compute, updating ``into``)."""
+    from importlib.metadata import version
 
     def say(msg):
         if log is not None:
             log(msg)
 
-    out = {"command": f"python -m theory.pep_delay --write  (writes {RESULTS_PATH})",
-           "solver": SOLVER, "cvxpy": cvxpy.__version__,
-           "pepit": getattr(PEPit, "__version__", "unknown"),
-           "beta": BETA, "K_curves": K_CURVES, "tol": TOL,
-           "nonconvex_margin": NONCONVEX_MARGIN, "timings_s": {}}
+    out = dict(into or {})
+    out.update({"command": f"python -m theory.pep_delay --write  (writes {RESULTS_PATH})",
+                "solver": SOLVER, "cvxpy": version("cvxpy"), "pepit": version("pepit"),
+                "beta": BETA, "K_curves": K_CURVES, "tol": TOL,
+                "nonconvex_margin": NONCONVEX_MARGIN})
+    out.setdefault("timings_s", {})
+    if "curves" in parts:
+        _curves(out, say)
+    if "edges" in parts:
+        _edges(out, say)
+    if "gamma_scan" in parts:
+        _gamma_scan(out, say)
+    if "gamma_scan_long" in parts:
+        _gamma_scan_long(out, say)
+    return out
+
+
+def _curves(out: dict, say) -> None:
+    import time
+
     t0 = time.time()
     curves = {}
     for label, tau, gamma in methods(BETA):
@@ -418,6 +437,10 @@ def compute_results(log=None) -> dict:
         say(f"curve τ={tau} {label}: {time.time() - t0:.0f}s")
     out["curves"] = curves
     out["timings_s"]["curves"] = time.time() - t0
+
+
+def _edges(out: dict, say) -> None:
+    import time
 
     t0 = time.time()
     rows = []
@@ -438,10 +461,18 @@ def compute_results(log=None) -> dict:
     out["edges"] = rows
     out["timings_s"]["edges"] = time.time() - t0
 
+
+def _gstar(tau: int) -> float:
+    return {t: g for lab, t, g in methods(BETA) if lab == "EF(γ*)"}[tau]
+
+
+def _gamma_scan(out: dict, say) -> None:
+    import time
+
     t0 = time.time()
     scans = {}
     for tau in (1, 2):
-        gstar = {t: g for lab, t, g in methods(BETA) if lab == "EF(γ*)"}[tau]
+        gstar = _gstar(tau)
         gammas = [float(v) for v in np.linspace(0.0, 2.0 + tau, 21)]
         eta_fixed = 0.9 * quadratic_edge(BETA, tau, gstar)
         scans[f"tau{tau}"] = {
@@ -459,7 +490,27 @@ def compute_results(log=None) -> dict:
         say(f"γ scan τ={tau}: {time.time() - t0:.0f}s")
     out["gamma_scan"] = scans
     out["timings_s"]["gamma_scan"] = time.time() - t0
-    return out
+
+
+def _gamma_scan_long(out: dict, say) -> None:
+    import time
+
+    t0 = time.time()
+    scans = {}
+    for tau in (1, 2):
+        gstar = _gstar(tau)
+        gammas = sorted({0.0, 0.5 * gstar, gstar, 1.5 * gstar, 1.0, 2.0})
+        scans[f"tau{tau}"] = {
+            "tau": tau, "gamma_star": gstar, "K": K_GAMMA_LONG, "gamma": gammas,
+            "c_star": [quadratic_edge(BETA, tau, g) for g in gammas],
+            "quad_edge": [quadratic_edge_K(BETA, tau, g, K_GAMMA_LONG, tol=TOL / 4)
+                          for g in gammas],
+            "pep_edge": [pep_edge(BETA, tau, g, K_GAMMA_LONG, "convex", tol=TOL)
+                         for g in gammas],
+        }
+        say(f"γ scan K={K_GAMMA_LONG} τ={tau}: {time.time() - t0:.0f}s")
+    out["gamma_scan_long"] = scans
+    out["timings_s"]["gamma_scan_long"] = time.time() - t0
 
 
 def main(argv=None) -> int:
@@ -472,11 +523,22 @@ def main(argv=None) -> int:
 
     ap = argparse.ArgumentParser(prog="python -m theory.pep_delay", description=main.__doc__)
     ap.add_argument("--write", action="store_true", help=f"write {RESULTS_PATH}")
+    ap.add_argument("--only", choices=PARTS, action="append",
+                    help="recompute only this part (repeatable), keeping the others of the "
+                         "existing file")
     args = ap.parse_args(argv)
-    res = compute_results(log=lambda m: print(m, file=sys.stderr, flush=True))
+    path = Path(__file__).resolve().parent.parent / RESULTS_PATH
+    into = None
+    if args.only:
+        if not path.is_file():
+            print(f"error: --only updates {path}, which does not exist; run --write first",
+                  file=sys.stderr)
+            return 2
+        into = json.loads(path.read_text())
+    res = compute_results(log=lambda m: print(m, file=sys.stderr, flush=True),
+                          parts=tuple(args.only or PARTS), into=into)
     text = json.dumps(res, indent=1, allow_nan=True) + "\n"
     if args.write:
-        path = Path(__file__).resolve().parent.parent / RESULTS_PATH
         path.write_text(text)
         print(f"wrote {path}")
     else:
@@ -484,8 +546,8 @@ def main(argv=None) -> int:
     return 0
 
 
-__all__ = ["CLASSES", "NONCONVEX_CAP", "SOLVER", "ConvexInterpolant", "Method", "bisect_edge",
-           "build", "contracts", "initial_worst_case", "pep_edge", "quadratic_edge",
+__all__ = ["CLASSES", "NONCONVEX_CAP", "PARTS", "SOLVER", "ConvexInterpolant", "Method",
+           "bisect_edge", "build", "contracts", "initial_worst_case", "pep_edge", "quadratic_edge",
            "quadratic_edge_K", "quadratic_factors", "quadratic_worst_case", "run",
            "solve_with_points", "worst_case"]
 
