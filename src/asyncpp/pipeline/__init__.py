@@ -1,4 +1,5 @@
-r"""Pipeline parallelism: schedules as data, a timing simulator, and a multi-process executor.
+r"""Pipeline parallelism: schedules as programs, a timing simulator, and a multi-process executor
+that interprets them.
 
 Schedules (GPipe, 1F1B with flush, original PipeDream, PipeDream-2BW, WPipe) are plain
 per-stage action lists (:mod:`asyncpp.pipeline.schedules`), analysed and drawn without any
@@ -67,6 +68,20 @@ Using the executor from a training loop (run under ``torchrun --nproc-per-node=d
     #    DelayedOptimizer state (optimizer state, EF memory, step counter) and next_step.
     torch.save(ex.state_dict(), f"ckpt/rank{dist.get_rank()}.pt")
     ex.load_state_dict(torch.load(f"ckpt/rank{dist.get_rank()}.pt", weights_only=True))
+
+Programs and several stages per rank: every action carries its stage and prints in a short
+text form (``1F2.3@v1``: stage 1, forward of step 2 microbatch 3 on version 1;
+:mod:`asyncpp.pipeline.actions`, with its parser); each schedule is one class in
+:data:`PROGRAMS`; the executor (:mod:`asyncpp.pipeline.runtime`) interprets a rank's program
+through a handler table over per-stage contexts, a transport and an update queue. A rank may
+run several stages — WPipe's partitions d and P/2 + d, or a looped placement (interleaved
+1F1B) — by passing mappings and ``placement``::
+
+    devs = default_devices(build("wpipe", P, m))          # [[0, P/2], [1, P/2 + 1], ...]
+    mine = devs[topo.stage]                               # topo over P/2 ranks
+    ex = PipelineExecutor({s: stages[s] for s in mine}, {s: dopts[s] for s in mine},
+                          schedule="wpipe", num_microbatches=m, topology=topo,
+                          placement=devs, loss_fn=..., clip_scope="stage")
 
 Weights: ``stage.parameters()`` are the newest version (2BW: the single-process
 simulation's weights after ``DelayedOptimizer.flush()``); ``ex.weights()`` is the version the

@@ -26,8 +26,9 @@ partition d of G0 and partition P/2 + d of G1. G1 drains every step, so its forw
 t+1 read the weights its update of step t produced (τ = 0, one version); the next step's
 forwards through G0 are moved ahead of the current step's backwards (WPipe's "moving
 operation"), so G0 reads the version one update older (τ = 1, two versions, 2BW's rule). See
-:mod:`asyncpp.pipeline.schedules` for what is assumed and why. Each partition is one rank of
-the executor; the device pairing is modelled by :func:`asyncpp.pipeline.simulator.simulate_devices`.
+:mod:`asyncpp.pipeline.schedules` for what is assumed and why. The executor runs the partitions
+two per rank as the paper does (``placement=default_devices(schedule)``: rank d runs d and
+P/2 + d, in the order the simulator merges them), or one per rank.
 """
 
 from __future__ import annotations

@@ -62,9 +62,10 @@ class StageContext:
     updates_issued: int = 0
     last_norm_sq: Tensor | None = None
     pending: list[PendingUpdate] = field(default_factory=list)
+    spare: list[Tensor] | None = None
+    """The storage of the last retired version, reused by the next :meth:`move_master`."""
     # per call (reset by begin_call)
     inflight: dict = field(default_factory=dict)
-    inflight_versions: list[int] = field(default_factory=list)
     accum: dict = field(default_factory=dict)
     in_msgs: dict = field(default_factory=dict)
     out_msgs: dict = field(default_factory=dict)
@@ -89,8 +90,36 @@ class StageContext:
 
     def begin_call(self) -> None:
         """Forget the messages and microbatches of a finished call (a drained pipeline)."""
-        self.inflight, self.inflight_versions, self.accum = {}, [], {}
+        self.inflight, self.accum = {}, {}
         self.in_msgs, self.out_msgs, self.losses, self.grad_sq = {}, {}, {}, {}
 
-    def note_inflight(self) -> None:
-        self.inflight_versions = sorted(v for *_, v in self.inflight.values())
+    def oldest_inflight(self, default: int) -> int:
+        """The oldest version an in-flight microbatch (forwarded, not yet backwarded) read."""
+        return min((v for *_, v in self.inflight.values()), default=default)
+
+    def retire(self, version: int) -> None:
+        """Drop ``version``; keep its storage as the spare buffer the next copy of the master
+        reuses (unless the master or another live version still shares it)."""
+        ws = self.versions.pop(version)
+        live = {p.untyped_storage().data_ptr() for _, p in self.params}
+        live.update(t.untyped_storage().data_ptr() for vs in self.versions.values()
+                    for t in vs.values())
+        if all(t.untyped_storage().data_ptr() not in live for t in ws.values()):
+            self.spare = [ws[n] for n, _ in self.params]
+
+    @torch.no_grad()
+    def move_master(self) -> None:
+        r"""Give the master (the parameters) fresh storage holding the same values, so that the
+        update about to run in place leaves the version it replaces intact: the retired
+        version's buffer when there is one (``torch._foreach_copy_``, no allocation), else a
+        clone."""
+        spare, self.spare = self.spare, None
+        masters = [p.data for _, p in self.params]
+        if spare is not None and all(b.shape == m.shape and b.dtype == m.dtype
+                                     for b, m in zip(spare, masters)):
+            torch._foreach_copy_(spare, masters)
+            for (_, p), buf in zip(self.params, spare):
+                p.data = buf
+        else:
+            for _, p in self.params:
+                p.data = p.data.clone()

@@ -95,12 +95,13 @@ class StepOutput:
     ``grad_sq``: float64 tensor of one entry per update of the step (PipeDream: m), this
     rank's :math:`\|g_s\|^2` (summed over its stages) after the data-parallel mean and before
     clipping; a weight tied between the first and the last stage counts once, on the first
-    stage (as their sum).
+    stage (as their sum); ``None`` when the executor does not track it
+    (``track_grad_norm=False`` without clipping).
     """
 
     step: int
     loss: Tensor | None
-    grad_sq: Tensor
+    grad_sq: Tensor | None
 
 
 @dataclass
@@ -163,6 +164,9 @@ class PipelineExecutor:
             the same signature ``(stage, weights, args)``, e.g. a ``torch.compile``-d one.
         config: extra settings (e.g. the training config as a dict) that must agree on all
             ranks; compared at start-up together with the executor's own.
+        track_grad_norm: compute each update's squared gradient norm for
+            :attr:`StepOutput.grad_sq` (default); when False and nothing clips, the norm is not
+            computed and ``grad_sq`` is ``None``.
     """
 
     def __init__(
@@ -187,6 +191,7 @@ class PipelineExecutor:
         forward_fn: Callable | None = None,
         eager_updates: bool = False,
         placement: Sequence[Sequence[int]] | None = None,
+        track_grad_norm: bool = True,
     ) -> None:
         spec = get_spec(schedule)
         if not spec.needs_pipeline:
@@ -295,10 +300,11 @@ class PipelineExecutor:
             topology, self.transport, self.device, max_grad_norm=max_grad_norm,
             clip_scope=clip_scope, reduce_dp_gradients=reduce_dp_gradients,
             on_gradients=on_gradients, before_update=before_update,
-            needed_from=self._needed_from)
+            needed_from=self._needed_from, track_grad_norm=track_grad_norm)
         self.next_step = 0
         self._end: int | None = None
         self._pred = None
+        self._prog = S.program(name, P, num_microbatches)
 
     # -- one-stage views (the common case: each rank one stage) --------------------------------
     def _only(self) -> StageContext:
@@ -613,6 +619,8 @@ class PipelineExecutor:
         t0 = self.next_step
         self._end = t0 + num_steps
         self._pred = self._sync_predicate()  # read by every update's liveness check
+        self._prog = S.program(self.schedule_name, self.num_stages, self.num_microbatches,
+                               self._pred)
         program = self._program(t0, num_steps)
         k = self.spec.updates_per_step(self.num_microbatches)
         run = _RunState(iter(batches), t0 - 1, 1.0 / (self.num_microbatches // k), {}, {})
@@ -620,6 +628,7 @@ class PipelineExecutor:
             ctx.begin_call()
         self.transport.begin_call()
         contexts, tr = self.contexts, self.transport
+        idle = self._apply_ready
         comm: list = []
         try:
             for a in program:
@@ -627,17 +636,15 @@ class PipelineExecutor:
                     comm.append(a)
                     continue
                 if comm:
-                    tr.communicate(comm, contexts)
+                    tr.communicate(comm, contexts, idle)
                     comm = []
                 ctx = contexts[a.stage]
                 for handler in HANDLERS[type(a)]:
                     out = getattr(self, handler)(a, ctx, run)
                 if out is not None:
                     yield out
-                for c in contexts.values():
-                    self._apply_pending(c, need_version=None)
             if comm:
-                tr.communicate(comm, contexts)
+                tr.communicate(comm, contexts, idle)
             for c in contexts.values():
                 self._apply_pending(c, need_version=math.inf)
             tr.drain_sends()
@@ -725,7 +732,6 @@ class PipelineExecutor:
         if a.mb == self.num_microbatches - 1 and all(
                 c.next_item[0] > a.step for c in self.contexts.values()):
             run.data.pop(a.step, None)  # every stage of this rank is past the step
-        ctx.note_inflight()
 
     def _backward(self, a: Backward, ctx: StageContext, run: _RunState) -> None:
         x, out, _ = ctx.inflight.pop((a.step, a.mb))
@@ -737,7 +743,6 @@ class PipelineExecutor:
         if not ctx.is_first:
             g = x.grad if x.grad is not None else torch.zeros_like(x)
             ctx.out_msgs[(GRADIENT, a.step, a.mb)] = g.contiguous()
-        ctx.note_inflight()
 
     def _launch_update(self, a: OptimizerStep, ctx: StageContext, run: _RunState
                        ) -> StepOutput | None:
@@ -757,8 +762,10 @@ class PipelineExecutor:
         for c in self.contexts.values():
             if c.is_last:
                 loss = c.losses.pop(a.step, None)
-            sq.append(torch.stack(c.grad_sq.pop(a.step)))
-        return StepOutput(a.step, loss, sq[0] if len(sq) == 1 else torch.stack(sq).sum(0))
+            if a.step in c.grad_sq:
+                sq.append(torch.stack(c.grad_sq.pop(a.step)))
+        total = None if not sq else sq[0] if len(sq) == 1 else torch.stack(sq).sum(0)
+        return StepOutput(a.step, loss, total)
 
     # -- updates -------------------------------------------------------------------------------
     def _needed_from(self, ctx: StageContext) -> int:
@@ -766,14 +773,19 @@ class PipelineExecutor:
         of the last forwarded microbatch, whichever call runs it), an in-flight backward, or a
         queued update's Taylor correction."""
         t, i = ctx.next_item
-        v = S.version_of(self.schedule_name, self.num_stages, self.num_microbatches,
-                         ctx.stage, t, i, self._pred)
+        v = self._prog.version(ctx.stage, t, i)
         taylor = [p.action.version for p in ctx.pending] \
             if ctx.optimizer.correction == "taylor" else []
-        return min([v, *ctx.inflight_versions, *taylor])
+        return min([ctx.oldest_inflight(v), v, *taylor])
 
     def _apply_pending(self, ctx: StageContext, need_version) -> None:
         self.updates.apply_pending(ctx, need_version, self._apply)
+
+    def _apply_ready(self) -> None:
+        """Idle time (a receive has not arrived): apply the queued updates whose reductions
+        are done, on every stage of this rank."""
+        for c in self.contexts.values():
+            self.updates.apply_pending(c, None, self._apply)
 
     def _apply(self, ctx: StageContext, pend) -> None:
         self.updates.apply(ctx, pend)

@@ -109,10 +109,11 @@ class Transport:
     def _tag(self, src_stage: int, kind: str) -> int:
         return 2 * src_stage + (kind != ACTIVATION) if self.tagged else 0
 
-    def communicate(self, group: list, contexts: dict) -> None:
+    def communicate(self, group: list, contexts: dict, idle=None) -> None:
         """Post one run of consecutive Send/Recv actions together, then wait for the
         receives (sends complete in the background and are waited later). ``contexts``: the
-        rank's stage contexts by stage."""
+        rank's stage contexts by stage; ``idle()``, if given, is called once before the first
+        wait on a receive that has not arrived yet (work that fills the wait)."""
         ops, recvs = [], []
         for a in group:
             ctx = contexts[a.stage]
@@ -165,6 +166,9 @@ class Transport:
                                 [o[1] for o in ops if o[0] == "send"],
                                 sorted({o[2] for o in ops if o[0] == "send"})))
         for idx, a, buf, peer in recvs:
+            if idle is not None and works[idx] is not None and not works[idx].is_completed():
+                idle()
+                idle = None
             self.wait(works[idx], f"the {a.kind} of step {a.step} microbatch {a.mb} "
                                   f"({to_str(a)})", peer)
             contexts[a.stage].in_msgs[(a.kind, a.step, a.mb)] = buf

@@ -30,7 +30,8 @@ class UpdateQueue:
 
     def __init__(self, topo, transport, device, *, max_grad_norm, clip_scope: str,
                  reduce_dp_gradients: bool, on_gradients, before_update,
-                 needed_from: Callable[[StageContext], int]) -> None:
+                 needed_from: Callable[[StageContext], int], track_grad_norm: bool = True
+                 ) -> None:
         self.topo = topo
         self.transport = transport
         self.device = device
@@ -40,6 +41,7 @@ class UpdateQueue:
         self.on_gradients = on_gradients
         self.before_update = before_update
         self.needed_from = needed_from
+        self.track_grad_norm = track_grad_norm
 
     @torch.no_grad()
     def launch(self, ctx: StageContext, a, leaves: dict, stale: dict) -> None:
@@ -66,9 +68,11 @@ class UpdateQueue:
                                     self.transport.others(t.tie_group))
             pend.tie_done()
             pend.tie_works, pend.tie_done = [], None
-        sq = squared_norm([grads[n] for n in names if n not in skip and grads[n] is not None],
-                          device=self.device)
-        ctx.grad_sq.setdefault(a.step, []).append(sq)
+        # the norm only when clipping or the caller reads it (logging, drift tracking)
+        if self.track_grad_norm or self.max_grad_norm is not None:
+            sq = squared_norm([grads[n] for n in names if n not in skip and grads[n] is not None],
+                              device=self.device)
+            ctx.grad_sq.setdefault(a.step, []).append(sq)
         if self.max_grad_norm is not None:
             if self.clip_scope == "global" and t.pp_group is not None and ctx.num_stages > 1:
                 total = sq.clone()
@@ -93,7 +97,9 @@ class UpdateQueue:
     @torch.no_grad()
     def apply(self, ctx: StageContext, pend: PendingUpdate) -> None:
         """Finish the reductions of ``pend``, clip, and apply it with the delay core; keep the
-        version it replaces alive if a forward, backward or Taylor update still reads it."""
+        version it replaces alive if a forward, backward or Taylor update still reads it (the
+        master then moves to the buffer of a retired version: 2BW holds two copies of the
+        weights, never three, and allocates none in steady state)."""
         a, grads = pend.action, pend.grads
         tr = self.transport
         for w in pend.tie_works:
@@ -107,9 +113,13 @@ class UpdateQueue:
                    clip_coefficient(pend.norm_sq, self.max_grad_norm))
         if self.on_gradients is not None:
             self.on_gradients(a.update, {n: g for n, g in grads.items() if g is not None})
-        if ctx.newest >= self.needed_from(ctx):  # the version it replaces is still read
-            for _, p in ctx.params:
-                p.data = p.data.clone()
+        need = self.needed_from(ctx)
+        # first: a retired buffer becomes the master's new home (not the weights this
+        # update's Taylor correction reads)
+        self._retire_unread(ctx, min(need, a.version) if ctx.optimizer.correction == "taylor"
+                            else need)
+        if ctx.newest >= need:  # the version it replaces is still read
+            ctx.move_master()
         for n, p in ctx.params:
             p.grad = grads[n]
         dopt = ctx.optimizer
@@ -126,9 +136,13 @@ class UpdateQueue:
         ctx.newest = a.new_version
         ctx.versions[a.new_version] = ctx.alias_master()
         ctx.updates_issued += 1
-        need = self.needed_from(ctx)
+        self._retire_unread(ctx, self.needed_from(ctx))
+
+    @staticmethod
+    def _retire_unread(ctx: StageContext, need: int) -> None:
+        """Retire the versions older than ``need`` (nothing reads them again) but the newest."""
         for v in [v for v in ctx.versions if v < need and v != ctx.newest]:
-            del ctx.versions[v]
+            ctx.retire(v)
 
     def _all_reduce_mean(self, ctx, grads, names, group, divisor, what) -> None:
         works, finish = self._all_reduce_async(ctx, grads, names, group, what, divisor)
