@@ -192,6 +192,17 @@ def gamma_follow_md(res: dict) -> str:
     return "At horizon 8, " + "; ".join(parts) + "."
 
 
+def gamma_caption_md(res: dict) -> str:
+    """The figure's horizon, momentum and fixed steps."""
+    from theory import pep_delay as P
+
+    sc = res["gamma_scan"]
+    return (f"The horizon is K = {sc['tau1']['K']} updates and the momentum β = {res['beta']}; "
+            f"the fixed step is {P.FIXED_STEP_SHARE} c*(γ*): "
+            + ", ".join(f"ηL = {sc[f'tau{t}']['eta_fixed']:.3f} for τ = {t}" for t in (1, 2))
+            + ".")
+
+
 def gamma_long_md(res: dict) -> str:
     """The coarse γ scan at the longer horizon: a table per τ and who wins."""
     import asyncpp_book as ab
@@ -315,5 +326,5 @@ def method_md(res: dict) -> str:
 
 
 __all__ = ["curves_figure", "edges_md", "edges_rows", "gamma_figure", "gamma_follow_md",
-           "gamma_answer_md", "gamma_long_md",
+           "gamma_answer_md", "gamma_caption_md", "gamma_long_md",
            "gamma_long_summary", "load", "method_md", "summary", "transient_md"]
