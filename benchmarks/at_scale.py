@@ -237,9 +237,10 @@ def verdict(rows: list[dict]) -> list[str]:
 
 
 def facts(rows: list[dict]) -> dict:
-    """What the advice rests on, computed from the rows: 2BW ÷ ZB-V where ZB-V is modelled
-    (min, max), 2BW ÷ the best synchronous schedule at m = P (min, max, which schedule), and
-    whether interleaved 1F1B is ever ahead of ZB-V where both are modelled."""
+    """What the advice rests on, computed from the rows: 2BW ÷ the best synchronous schedule
+    per m/P (min, max over P, which schedules), 2BW ÷ ZB-V where ZB-V is modelled (min, max),
+    the same at m = P, and whether interleaved 1F1B is ever ahead of ZB-V where both are
+    modelled."""
     by = {(r["P"], r["m"], r["schedule"]): r for r in rows if r["modelled"]}
 
     def thr(P, m, s):
@@ -250,7 +251,15 @@ def facts(rows: list[dict]) -> dict:
     at_p = [(c["2bw"]["throughput_vs_1f1b"] / c["sync"]["throughput_vs_1f1b"],
              c["sync"]["schedule"]) for (P, m), c in cells.items() if m == P]
     both = [(P, m) for (P, m, s) in by if s == "zb-v" and (P, m, "interleaved-1f1b") in by]
-    return {"2bw_over_zbv": [min(zb), max(zb)] if zb else None,
+    by_factor: dict[str, dict] = {}
+    for (P, m), c in sorted(cells.items()):
+        f = by_factor.setdefault(f"{m / P:g}", {"gain": {}, "sync": set()})
+        f["gain"][P] = c["2bw"]["throughput_vs_1f1b"] / c["sync"]["throughput_vs_1f1b"]
+        f["sync"].add(LABEL[c["sync"]["schedule"]])
+    return {"2bw_over_best_sync_by_m_over_P": {
+                k: {"min": min(v["gain"].values()), "max": max(v["gain"].values()),
+                    "by_P": v["gain"], "best_sync": sorted(v["sync"])}
+                for k, v in by_factor.items()},"2bw_over_zbv": [min(zb), max(zb)] if zb else None,
             "2bw_over_best_sync_at_m_eq_P": [min(g for g, _ in at_p), max(g for g, _ in at_p)]
             if at_p else None,
             "best_sync_at_m_eq_P": sorted({LABEL[s] for _, s in at_p}),
