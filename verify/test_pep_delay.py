@@ -81,11 +81,13 @@ class DelayBlind(System):
        eta=st.floats(0.05, 2.0), h=st.floats(0.01, 1.0), K=st.integers(1, 12))
 def test_run_is_production_on_a_quadratic(beta, tau, gamma, eta, h, K):
     """On f = h x²/2 the PEP's recursion (the same :func:`run` that builds the SDP, on numpy
-    arrays) and production agree to rounding, for every draw."""
+    arrays) and production agree to rounding, for every draw (rounding relative to the
+    largest iterate: the two sum the same terms in a different order)."""
     m = P.Method(eta, beta, tau, gamma)
     got = P.quadratic_factors(m, K, np.array([h]))[0]
-    prod = production_trajectory(PRODUCTION, m, K, lambda x: h * x, np.array([1.0]))[-1, 0]
-    assert got == pytest.approx(prod, rel=1e-12, abs=1e-12)
+    traj = production_trajectory(PRODUCTION, m, K, lambda x: h * x, np.array([1.0]))[:, 0]
+    scale = float(np.max(np.abs(traj)))
+    assert abs(got - traj[-1]) <= 1e-12 * scale * (tau + K)
 
 
 # ------------------------------------------------------------------ known worst cases
