@@ -183,3 +183,14 @@ def test_looped_1f1b_on_two_devices_has_the_interleaved_bubble(m):
     assert looped == pytest.approx((D - 1) / (2 * m + D - 1))
     with pytest.raises(ValueError, match="multiple of"):
         looped_devices(5, 2)
+
+
+def test_cli_prints_the_grid(capsys):
+    from asyncpp.pipeline import cli
+
+    assert cli.main(["--schedule", "wpipe", "--stages", "4", "--microbatches", "3",
+                     "--steps", "1", "--grid"]) == 0
+    out = capsys.readouterr().out
+    assert "rank 0 (0,2) | rank 1 (1,3)" in out and "0U0@v0#0d1" in out and "3U0@v0#0d0" in out
+    assert cli.main(["--schedule", "1f1b", "--stages", "2", "--microbatches", "2"]) == 0
+    assert "rank 0" not in capsys.readouterr().out
