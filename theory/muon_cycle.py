@@ -492,7 +492,7 @@ def _steps() -> list[Step]:
               r"($s = \sin\omega \ge 0$, $d = 1 - \cos\omega \ge 0$ on $(0, \pi)$) is "
               r"$\ge 0$, so by MC5a–MC5b Nesterov's lag is at most the heavy-ball lag",
               domain={})
-    s6 = Step("MC6 momentum lag grows with beta", "monotonicity",
+    s6 = Step(r"MC6 momentum lag grows with $\beta$", "monotonicity",
               ge(sp.diff(beta * sn / (1 - beta + beta * d_), beta), 0),
               r"the heavy-ball lag's argument $\beta s/(1 - \beta\cos\omega) = \beta s/(1 - \beta "
               r"+ \beta d)$ is non-decreasing in $\beta$ (its derivative "
