@@ -153,10 +153,12 @@ def test_resume_continues_bit_identically(runs):
 
 
 @pytest.mark.multiprocess
-def test_resume_skips_a_checkpoint_with_a_damaged_shard(runs, tmp_path):
-    """Step 6's shard of rank 1 has one flipped bit: both ranks agree to resume from step 3,
-    rank 0 says which checkpoint was skipped, on which rank, and why, in one line; the steps
-    redone equal the uninterrupted run's bit for bit, and the run keeps exactly
+@pytest.mark.parametrize("how,why", [("flipped", "fails its checksum; it is truncated or corrupt"),
+                                     ("missing", "is missing")])
+def test_resume_skips_a_checkpoint_with_a_damaged_shard(runs, tmp_path, how, why):
+    """Step 6's shard of rank 1 has one flipped bit, or is gone: both ranks agree to resume
+    from step 3, rank 0 says which checkpoint was skipped, on which rank, and why, in one line;
+    the steps redone equal the uninterrupted run's bit for bit, and the run keeps exactly
     ``train.keep_checkpoints`` = 2 checkpoints."""
     root = runs["root"]
     run = tmp_path / "run"
@@ -164,16 +166,18 @@ def test_resume_skips_a_checkpoint_with_a_damaged_shard(runs, tmp_path):
     shard = run / "checkpoints" / "step-00000006.shards" / "rank-00001.pt"
     data = shard.read_bytes()
     i = len(data) // 2
-    shard.write_bytes(data[:i] + bytes([data[i] ^ 0xFF]) + data[i + 1:])
+    if how == "missing":
+        shard.unlink()
+    else:
+        shard.write_bytes(data[:i] + bytes([data[i] ^ 0xFF]) + data[i + 1:])
     out = launch([*ARGS, "--run.dir", str(run), "--resume"], 2, tmp_path / "logs",
                  root / "cache")
     for r, (rc, text) in enumerate(out):
         assert rc == 0, f"rank {r} failed:\n{text[-3000:]}"
         assert "Traceback" not in text
     notes = [ln for ln in out[0][1].splitlines() if "skipped" in ln]
-    assert notes == ["asyncpp-train: skipped step-00000006.pt: on rank 1, rank-00001.pt fails "
-                     "its checksum; it is truncated or corrupt; resuming from "
-                     "step-00000003.pt"], out[0][1]
+    assert notes == [f"asyncpp-train: skipped step-00000006.pt: on rank 1, rank-00001.pt {why}; "
+                     "resuming from step-00000003.pt"], out[0][1]
     assert "resumed from step 3" in out[0][1]
     full, redone = records(root / "dist"), records(run)
     assert [r["step"] for r in redone] == [1, 2, 3, 4, 5, 6]

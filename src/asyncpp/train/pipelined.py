@@ -140,9 +140,7 @@ def prepare_distributed(cfg: Config, resume: bool):
         elif manifest["distributed"] != layout:
             err = (f"the checkpoint was written with {manifest['distributed']}, this launch has "
                    f"{layout}; relaunch with world size {manifest['distributed']['world_size']}")
-        elif not (shard_dir(cfg.run_dir, int(manifest["step"])) / f"rank-{rank:05d}.pt").is_file():
-            err = (f"the checkpoint of step {manifest['step']} lacks the shard of rank {rank}; "
-                   "delete that checkpoint to resume from the previous one")
+    # A missing or damaged shard: train.run.complete_checkpoint falls back to an older one.
     agree(err)
     return data, manifest
 

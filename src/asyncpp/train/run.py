@@ -158,10 +158,12 @@ def complete_checkpoint(cfg: Config, manifest: dict, notes: list[str]) -> dict:
         try:
             if step != newest:
                 m = ckpt_io.load_checkpoint(path)
+            if not where.is_file():
+                raise FileNotFoundError(f"{str(where)!r} is missing")
             shard = ckpt_io.load_checkpoint(where)
             if int(shard["step"]) != step:
                 raise ValueError(f"{str(where)!r} holds step {shard['step']}, not {step}")
-        except (ValueError, KeyError, OSError) as e:
+        except (ValueError, KeyError, OSError) as e:  # OSError: the shard is missing
             failed = where if str(where) in str(e) else path
             mine = f"{failed.name} {ckpt_io.fault_text(str(e), failed)}"
         everyone: list = [None] * world
