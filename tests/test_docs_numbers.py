@@ -57,7 +57,7 @@ def test_every_marked_number_is_current(report):
 def test_readme_glance_table_is_current(report):
     """The README's results-at-a-glance table is report.py's table, with current numbers."""
     text = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert report.glance_table("small") in text, "README.md's glance table is not report.py's"
+    assert report.glance_table() in text, "README.md's glance table is not report.py's"
     stale = report.stale_numbers(text)
     assert not stale, f"stale numbers in README.md: {stale}"
 
