@@ -7,6 +7,11 @@
 #
 #   bash experiments/ladder.sh opt-180k [tables...] [-- sweep options]
 #   e.g. nohup bash experiments/ladder.sh opt-180k > experiments/logs/opt-180k.log 2>&1 &
+#
+# Results must name the code that made them, and sweep.py refuses a dirty tree: so the lane
+# trains from a clean git worktree of the current commit (under $TMPDIR, with data/ linked in)
+# and writes its results into this checkout's experiments/<tier>/results/. Commit first; edits
+# made while a lane runs do not reach it (start a new lane to pick them up).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tier="${1:?tier (opt-180k, opt-580k)}"; shift
@@ -14,6 +19,19 @@ tables=()
 while [ $# -gt 0 ] && [ "$1" != "--" ]; do tables+=("$1"); shift; done
 [ "${1:-}" = "--" ] && shift
 [ ${#tables[@]} -gt 0 ] || tables=(opt-lr opt-claims opt-more opt-tokens)
+if [ -z "${LADDER_WORKTREE:-}" ]; then
+  here=$PWD
+  commit=$(git rev-parse HEAD)
+  wt="${TMPDIR:-/tmp}/asyncpp-lane-${commit:0:12}"
+  [ -d "$wt" ] || git worktree add -q --detach "$wt" "$commit"
+  if [ -d data ] && [ ! -e "$wt/data" ]; then
+    mkdir -p "$wt/data"
+    for d in data/*; do ln -s "$here/$d" "$wt/data/"; done
+  fi
+  export LADDER_WORKTREE=1 PYTHONPATH="$wt/src" PYTHON="${PYTHON:-$here/.venv/bin/python}"
+  exec bash "$wt/experiments/ladder.sh" "$tier" "${tables[@]}" -- "$@" \
+    --results "$here/experiments/$tier/results"
+fi
 PY="${PYTHON:-.venv/bin/python}"
 for t in "${tables[@]}"; do
   if [ "$t" = "opt-lr" ]; then
