@@ -37,7 +37,7 @@ for t in "${tables[@]}"; do
   if [ "$t" = "opt-lr" ]; then
     while :; do
       out=$("$PY" experiments/sweep.py --tier "$tier" --tables opt-lr "$@" | tee /dev/stderr)
-      echo "$out" | grep -q "sweep done: 0 runs" && break
+      echo "$out" | grep -q "sweep done: [1-9]" || break  # nothing new trained: settled
     done
   else
     "$PY" experiments/sweep.py --tier "$tier" --tables "$t" "$@" || {
