@@ -450,11 +450,14 @@ def _steps() -> list[Step]:
                  2 * sp.I * sp.sin(om / 2) * (sp.cos(om / 2) + sp.I * sp.sin(om / 2))),
               r"$1/(e^{i\omega} - 1) = e^{-i\omega/2}/(2i\sin(\omega/2))$: the integrator "
               r"$x_{t+1} = x_t - \eta s_t$ lags $\pi/2 + \omega/2$")
+    # e^{-iω} as a placeholder, so the step displays the relation it checks; the model
+    # (Euler's formula, expanded by sympy) is what the check substitutes
+    e_ = sp.Symbol(r"e^{-i\omega}")
+    euler = {e_: sp.expand_complex(sp.exp(-sp.I * om))}
     s2 = Step("MC2 heavy-ball phase", "identity",
-              eq(sp.expand_complex(1 - beta * sp.exp(-sp.I * om)),
-                 1 - beta * sp.cos(om) + sp.I * beta * sp.sin(om)),
+              eq(1 - beta * e_, 1 - beta * sp.cos(om) + sp.I * beta * sp.sin(om)),
               r"$H = (1-\beta)/(1 - \beta e^{-i\omega})$: its lag is "
-              r"$\arctan\bigl(\beta\sin\omega/(1 - \beta\cos\omega)\bigr)$")
+              r"$\arctan\bigl(\beta\sin\omega/(1 - \beta\cos\omega)\bigr)$", model=euler)
     lag = sp.atan(beta * sp.sin(om) / (1 - beta * sp.cos(om)))
     w_ = sp.Symbol("w")
     s3 = Step(r"MC3 $\beta = 0$: the balance frequency", "definition",
@@ -482,10 +485,10 @@ def _steps() -> list[Step]:
                r"its phase is the heavy-ball lag minus the phase of $1 + \beta - \beta "
                r"e^{-i\omega}$")
     s5b = Step("MC5b Nesterov's numerator", "identity",
-               eq(sp.expand_complex(1 + beta - beta * sp.exp(-sp.I * om)),
-                  1 + beta - beta * sp.cos(om) + sp.I * beta * sp.sin(om)),
+               eq(1 + beta - beta * e_, 1 + beta - beta * sp.cos(om) + sp.I * beta * sp.sin(om)),
                r"the phase of $1 + \beta - \beta e^{-i\omega}$ is "
-               r"$\arctan\bigl(\beta\sin\omega/(1 + \beta - \beta\cos\omega)\bigr)$")
+               r"$\arctan\bigl(\beta\sin\omega/(1 + \beta - \beta\cos\omega)\bigr)$",
+               model=euler)
     s5 = Step("MC5 Nesterov lags less", "inequality",
               ge(beta * sn / (1 + beta * d_), 0),
               r"that phase is a lead: its argument $\beta s/(1 + \beta d)$ "
