@@ -177,14 +177,15 @@ TIERS: dict[str, Tier] = {
                             "lion": (1e-4, 3e-4, 1e-3), "mars": (1e-3, 3e-3, 1e-2)},
                    table_order=("lr", "1", "flat", "3", "2", "5", "efg", "efg-beta"),
                    title="CPU reproduction, `small` tier"),
-    # The `gpu` tier (experiments/README.md, "GPU protocol"; experiments/gpu/run.sh): the shape
-    # and run length of configs/gpu.toml chosen by experiments/gpu/plan.py for the debdocs
-    # corpus; Table 1's cells plus EF(gamma*) (table "gpu"). lrs-gpu.toml: the small tier's lr*.
-    "gpu": _tier("gpu", steps=500, base="gpu.toml", deep="deep.toml", seq_len=512,
-                 lrs_file=CONFIGS / "lrs-gpu.toml",
-                 lr_grid={"adamw": (1e-3, 3e-3, 1e-2), "muon": (0.005, 0.01, 0.02),
-                          "soap": (3e-3, 1e-2, 3e-2)},
-                 table_order=("gpu",), title="GPU tier"),
+    # The `gpu` tier (experiments/README.md, "GPU protocol"; experiments/gpu/run.sh): the
+    # compute-optimal ladder's 1.26M rung, the shape and run length of configs/gpu.toml chosen
+    # by experiments/gpu/plan.py for debdocs-v1. A larger tier of the ladder: opt-lr on 3-point
+    # grids around opt-180k's choices (the transfer rule), then opt-claims; lrs_file and
+    # lr_grid are unused.
+    "gpu": _tier("gpu", steps=500, base="gpu.toml", deep="gpu.toml", seq_len=512,
+                 lrs_file=CONFIGS / "unused", lr_grid={},
+                 table_order=("opt-lr", "opt-claims"),
+                 title="Compute-optimal ladder, GPU rung (1.26M parameters)"),
     # The compute-optimal ladder (tables_opt.py; experiments/README.md, "Compute-optimal
     # ladder"): 20 tokens per parameter on debdocs-v1, under one epoch. Learning rates are
     # tuned per (optimizer, mode) by table opt-lr, so lrs_file and lr_grid are unused.

@@ -15,6 +15,9 @@ Tables (one declaration each, :data:`TABLES`):
   on a larger tier the smaller tier's choice, *the transfer rule*), extended by one point
   beyond an edge while the best finished point sits on that edge (at most
   :data:`MAX_EXTEND` times). Muon's AdamW side (embeddings, norms) is scaled with it.
+  Every tier but ``opt-180k`` is a larger tier (``opt-580k``, the ``gpu`` rung); the choices
+  it transfers are read from ``experiments/opt-180k/results``, or from the folder named by
+  the environment variable ``ASYNCPP_LR_TRANSFER`` (:func:`transfer_source`).
 - ``opt-claims`` — Muon, AdamW, SOAP × sync / 2BW / 2BW + EF / 2BW + EF(γ*), three seeds,
   each mode at its own chosen lr.
 - ``opt-more`` (smallest tier) — Adan, Lion, MARS × sync / 2BW / 2BW + EF; the Nesterov
@@ -30,6 +33,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 
 import tables_cells as tc
@@ -50,6 +54,8 @@ TUNED_MORE = [(o, m) for o in MORE_OPTIMIZERS for m in ("sync", "async", "ef")] 
     ("muon", "nag"), ("adamw", "nag")]
 TOKEN_LADDER = (5, 10, 40, 80)
 SMALLEST = "opt-180k"
+# where the transfer rule reads opt-180k's lr results, when not its own folder
+TRANSFER_ENV = "ASYNCPP_LR_TRANSFER"
 
 
 def _lr_overrides(opt: str, lr: float) -> dict[str, str]:
@@ -76,16 +82,25 @@ def _val(tier, name: str, seed: int = 0) -> float | None:
     return v if v is not None and math.isfinite(v) else math.inf
 
 
+def transfer_source():
+    """The tier whose lr choices a larger tier's grids are centred on: ``opt-180k``, reading
+    its results from :data:`TRANSFER_ENV` when that is set (a stand-in folder of seed-0 lr
+    results, e.g. the GPU runbook's dry run), else from ``experiments/opt-180k/results``."""
+    from sweep import get_tier
+
+    src = get_tier(SMALLEST)
+    return src.at(results=os.environ[TRANSFER_ENV]) if os.environ.get(TRANSFER_ENV) else src
+
+
 def _centre(tier, opt: str, mode: str) -> float:
     if tier.name == SMALLEST:
         return CENTRE[opt]
-    from sweep import get_tier  # the smaller tier's choice: the transfer rule
-
-    choice = lr_choice(get_tier(SMALLEST), opt, mode)
+    src = transfer_source()  # the smaller tier's choice: the transfer rule
+    choice = lr_choice(src, opt, mode)
     if choice is None:
-        raise ValueError(f"{tier.name}: the lr of {opt}/{mode} transfers from {SMALLEST}, "
-                         f"whose grid is not settled; run `sweep.py --tier {SMALLEST} "
-                         "--tables opt-lr` first")
+        raise ValueError(f"{tier.name}: the lr of {opt}/{mode} transfers from {SMALLEST} "
+                         f"({src.results}), whose grid is not settled; run `sweep.py --tier "
+                         f"{SMALLEST} --tables opt-lr` first")
     return choice[0]
 
 

@@ -3,8 +3,8 @@ r"""Planner of the GPU tier: the largest protocol that fits one device call.
 Inputs: the corpus (its ``manifest.json``: unique training tokens :math:`C`, validation tokens,
 vocabulary :math:`V`), the measured speed of the H200 (:data:`MEASURED`), the assumptions of
 the speed model (:data:`ASSUMED`, each named in experiments/README.md, "GPU protocol") and the
-time budget. Output: the shape, run length, batch, cells, seeds and the number of runs packed
-on the GPU at once, with the arithmetic — and ``--write-config`` writes them as
+time budget. Output: the shape, run length, batch, the ladder's run count and the number of
+runs packed on the GPU at once, with the arithmetic — and ``--write-config`` writes them as
 ``experiments/configs/gpu.toml``.
 
 Rules, in order:
@@ -17,9 +17,24 @@ Rules, in order:
    with :math:`20 N \le C` whose runs fit the budget; then :math:`D_\text{run} \approx 20 N`
    (S = 500 steps, as the CPU tiers; T = 512). A corpus too small for any shape gets the
    smallest one and one epoch.
-3. **Table 1's cells** (Muon, AdamW, SOAP × sync / async / async + EF / async + EF(γ*)) with
-   as many seeds as fit, at least 2; then the number of runs packed at once, :math:`K`, that
-   minimises the wall time.
+3. **The ladder's tables** (experiments/tables_opt.py), as on every larger tier: for each of
+   the :math:`Q` = 12 (optimizer, mode) pairs (Muon, AdamW, SOAP × sync / 2BW / 2BW + EF /
+   2BW + EF(γ*)), ``opt-lr`` trains seed 0 on a 3-point grid around opt-180k's choice (the
+   transfer rule), then one more point per pass while its best point sits on an edge (at most
+   :math:`E` = tables_opt.MAX_EXTEND passes), then ``opt-claims`` trains seeds 1 and 2 at the
+   chosen lr (seed 0 is the lr run, reused):
+
+   .. math::
+       R_\min = 3Q + 2Q = 60,\qquad R_\max = 3Q + EQ + 2Q = 96\ \text{runs}.
+
+   A pass starts only when the one before has finished (a grid extends once its points are
+   in), so the passes are counted apart: :math:`w = \lceil 3Q/K\rceil + e\lceil Q/K\rceil +
+   \lceil 2Q/K\rceil` waves with :math:`e \in [0, E]` extension passes. :math:`K`, the number
+   of runs packed at once, minimises the worst case (:math:`e = E`); the shape is the largest
+   whose protocol without extensions (:math:`e = 0`) fits the budget, and the plan says
+   whether the worst case does too. When the time runs out (a worst case over the budget, or
+   a speed model that is wrong), what is done first: every pair's grid centre (Muon and AdamW
+   first), then the grids' other points, their extensions, and the claims' seeds 1, then 2.
 
 Speed model (one H200, bf16, ``run.compile = true``, no per-step host sync):
 
@@ -40,10 +55,10 @@ tokens/s in all (:math:`s`: context-switch loss, assumed), and :math:`K` workers
 each, runs in process one after another, so a worker compiles once) need
 
 .. math::
-    T = o_1 + w\,\frac{K D_\text{run}(1+e)}{r_K} + (w-1)\,o_2,\qquad w = \lceil R/K\rceil
+    T = o_1 + w\,\frac{K D_\text{run}(1+\epsilon)}{r_K} + (w-1)\,o_2
 
-seconds for :math:`R` runs (:math:`o_1`: a worker's first start-up and compile, :math:`o_2`:
-each later run's set-up, :math:`e`: evaluation cost relative to training).
+seconds for :math:`w` waves (:math:`o_1`: a worker's first start-up and compile, :math:`o_2`:
+each later run's set-up, :math:`\epsilon`: evaluation cost relative to training).
 
 Usage::
 
@@ -85,7 +100,10 @@ ASSUMED = {
 BUDGET_S = 480.0  # of the 540 s (9 min) the runbook may use: 60 s for checks and the report
 OPTIMIZERS = ("muon", "adamw", "soap")
 MODES = ("sync", "async", "ef", "efg")
-MIN_SEEDS, MAX_SEEDS = 2, 5
+PAIRS = len(OPTIMIZERS) * len(MODES)  # the (optimizer, mode) pairs of opt-lr and opt-claims
+GRID_POINTS = 3  # the transfer rule's first grid (tables_opt.lr_grid)
+MAX_EXTEND = 3  # tables_opt.MAX_EXTEND (a test checks they agree)
+SEEDS = 3  # opt-claims' seeds; seed 0 is the lr run
 SEQ_LEN = 512
 STEPS = 500
 TOKENS_PER_PARAM = 20.0
@@ -126,11 +144,14 @@ class Plan:
     seq_len: int
     tokens_per_run: int
     seeds: int
-    runs: int
+    runs: int  # without extensions
+    runs_max: int  # every grid extended MAX_EXTEND times
     packed: int
     waves: int
+    waves_max: int
     run_s: float
     total_s: float
+    total_max_s: float
     rate_one: float
     rate_packed: float
     corpus_train: int
@@ -158,39 +179,37 @@ def make_plan(corpus_train: int, corpus_val: int, vocab: int, budget_s: float = 
               a: dict | None = None, steps: int = STEPS, seq_len: int = SEQ_LEN) -> Plan:
     """The largest protocol that fits (rules in the module docstring)."""
     a = {**ASSUMED, **(a or {})}
-    cells = len(OPTIMIZERS) * len(MODES)
     windows = (corpus_train - 1) // seq_len  # no run sees a token twice
     best = None
     shapes = ladder(vocab)
     # the shapes the corpus feeds at 20 tokens/parameter; if none, the smallest (fewer tokens)
     shapes = [s for s in shapes if TOKENS_PER_PARAM * s["params"] <= corpus_train] or shapes[:1]
+    first, claims = GRID_POINTS * PAIRS, (SEEDS - 1) * PAIRS
     for shape in shapes:
         target = TOKENS_PER_PARAM * shape["params"]
         batch = min(int(target // (steps * seq_len)), windows // steps)
         batch -= batch % 2  # two microbatches
         if batch < 2:
             continue
-        for seeds in range(MAX_SEEDS, MIN_SEEDS - 1, -1):
-            runs = cells * seeds
-            fits = []
-            for k in range(1, int(a["max_packed"]) + 1):
-                _, _, rate = speed(shape, batch, seq_len, k, a)
-                tokens = steps * batch * seq_len
-                run_s = k * tokens * (1 + a["eval_frac"]) / rate
-                waves = math.ceil(runs / k)
-                total = a["first_run_s"] + waves * run_s + (waves - 1) * a["next_run_s"]
-                fits.append((total, k, waves, run_s, rate))
-            total, k, waves, run_s, rate = min(fits)
-            if total <= budget_s:
-                _, _, r1 = speed(shape, batch, seq_len, 1, a)
-                val_windows = (corpus_val - 1) // seq_len
-                plan = Plan(shape, steps, batch, seq_len, steps * batch * seq_len, seeds, runs,
-                            k, waves, run_s, total, r1, rate, corpus_train, corpus_val, vocab,
-                            max(1, min(8, val_windows // batch)), budget_s)
-                if best is None or (plan.shape["params"], plan.seeds) > (
-                        best.shape["params"], best.seeds):
-                    best = plan
-                break
+        fits = []
+        for k in range(1, int(a["max_packed"]) + 1):
+            _, _, rate = speed(shape, batch, seq_len, k, a)
+            run_s = k * steps * batch * seq_len * (1 + a["eval_frac"]) / rate
+            w_min = math.ceil(first / k) + math.ceil(claims / k)
+            w_max = w_min + MAX_EXTEND * math.ceil(PAIRS / k)
+            t_min, t_max = (a["first_run_s"] + w * run_s + (w - 1) * a["next_run_s"]
+                            for w in (w_min, w_max))
+            fits.append((t_max, t_min, k, w_min, w_max, run_s, rate))
+        t_max, t_min, k, w_min, w_max, run_s, rate = min(fits)
+        if t_min <= budget_s:
+            _, _, r1 = speed(shape, batch, seq_len, 1, a)
+            val_windows = (corpus_val - 1) // seq_len
+            plan = Plan(shape, steps, batch, seq_len, steps * batch * seq_len, SEEDS,
+                        first + claims, first + MAX_EXTEND * PAIRS + claims, k, w_min, w_max,
+                        run_s, t_min, t_max, r1, rate, corpus_train, corpus_val, vocab,
+                        max(1, min(8, val_windows // batch)), budget_s)
+            if best is None or plan.shape["params"] > best.shape["params"]:
+                best = plan
     if best is None:
         raise ValueError(f"no protocol fits {budget_s:.0f} s with {corpus_train:,} training "
                          "tokens; raise the budget or use a larger corpus")
@@ -213,15 +232,24 @@ def describe(p: Plan, a: dict | None = None) -> str:
         f"run: {p.steps} steps x {p.batch} x {p.seq_len} = {p.tokens_per_run:,} tokens = "
         f"{p.tokens_per_run / p.corpus_train:.2f} epoch (no token twice), "
         f"{p.tokens_per_param:.1f} tokens/parameter",
-        f"cells: {len(OPTIMIZERS)} optimizers x {len(MODES)} modes x {p.seeds} seeds = "
-        f"{p.runs} runs, {p.runs * p.tokens_per_run / 1e9:.2f}B tokens in all",
+        f"cells: {len(OPTIMIZERS)} optimizers x {len(MODES)} modes = {PAIRS} pairs; opt-lr "
+        f"{GRID_POINTS * PAIRS} runs (seed 0, {GRID_POINTS}-point grids around opt-180k's lr*) "
+        f"+ up to {MAX_EXTEND} x {PAIRS} past an edge; opt-claims {(p.seeds - 1) * PAIRS} "
+        f"(seeds 1-{p.seeds - 1}; seed 0 is the lr run) = {p.runs} to {p.runs_max} runs, "
+        f"{p.runs * p.tokens_per_run / 1e9:.2f}B to {p.runs_max * p.tokens_per_run / 1e9:.2f}B "
+        "tokens",
         f"speed: F = {flops / 1e6:.1f} MFLOP/token; MFU m(D={s['dim']}) = {mfu:.1f} %"
         f" -> t_gpu = {1e3 * t_gpu:.1f} ms/step; t_host = {1e3 * t_host:.0f} ms/step (assumed)",
         f"one process: {p.rate_one / 1e6:.2f}M tokens/s; {p.packed} packed: "
         f"{p.rate_packed / 1e6:.2f}M tokens/s in all (x{p.rate_packed / p.rate_one:.1f})",
-        f"time: {a['first_run_s']:.0f} s first start-up and compile + {p.waves} waves x "
-        f"{p.run_s:.0f} s training + {p.waves - 1} x {a['next_run_s']:.0f} s set-up = "
-        f"{p.total_s:.0f} s of the {p.budget_s:.0f} s budget",
+        f"time: {a['first_run_s']:.0f} s first start-up and compile + {p.waves} to "
+        f"{p.waves_max} waves x {p.run_s:.0f} s training + {p.waves - 1} to {p.waves_max - 1} "
+        f"x {a['next_run_s']:.0f} s set-up = {p.total_s:.0f} to {p.total_max_s:.0f} s of the "
+        f"{p.budget_s:.0f} s budget ("
+        + ("the worst case fits" if p.total_max_s <= p.budget_s else
+           f"the worst case is {p.total_max_s - p.budget_s:.0f} s over") + ")",
+        "order if time runs out: every pair's grid centre (Muon and AdamW first), the grids' "
+        "other points, their extensions, then the claims' seed 1, then seed 2",
     ])
 
 
