@@ -148,7 +148,7 @@ def tau2_limits_md() -> str:
 def nesterov_vs_ef_md(taus=(1, 2, 3)) -> str:
     """What holds between Nesterov's look-ahead and EF / EF(γ*) on a fine β grid."""
     from theory import stability as T3
-    from theory.nesterov import critical_step_nesterov, fine_comparison
+    from theory.nesterov import comparison, critical_step_nesterov, fine_comparison
     from theory.stability import optimal_gamma
 
     fcs = {tau: fine_comparison(tau) for tau in taus}
@@ -163,9 +163,14 @@ def nesterov_vs_ef_md(taus=(1, 2, 3)) -> str:
     n = fc1["n"]
     g_open = ", ".join(f"{optimal_gamma(fc['below_ef'][0][0], t)[0]:.2f}"
                        for t, fc in fcs.items() if fc["below_ef"])
+    coarse = comparison()
+    above = sum(r["nesterov_gt_ef"] for r in coarse)
     return (
-        "On the table's β the look-ahead's critical step is above EF's, but not between "
-        f"them. On {n} equispaced β in [0, {fc1['beta_max']:g}] it is below the paper's EF "
+        ("On the table's β the look-ahead's critical step is above EF's, but not between them."
+         if above == len(coarse) else
+         f"On {above} of the table's {len(coarse)} (β, τ) the look-ahead's critical step is "
+         "above EF's.")
+        + f" On {n} equispaced β in [0, {fc1['beta_max']:g}] it is below the paper's EF "
         f"on one interval per delay ({ivs}). Each interval opens exactly where "
         "$\\kappa_\\tau(\\beta) = 1$, where the look-ahead *is* the paper's EF; there γ* is "
         f"{g_open} (τ = {', '.join(str(t) for t in fcs)}), so κ, once above 1, is farther from "
