@@ -495,16 +495,18 @@ def main(argv=None) -> dict:
     t0 = time.perf_counter()
     env = {**os.environ, "OMP_NUM_THREADS": "1",
            "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
-    try:
-        codes = run_ranks([sys.executable, __file__, "worker", str(tmp), json.dumps(params)], P,
-                          tmp, deadline=a.deadline, env=env)
-    except RankTimeout as e:
-        raise SystemExit(f"peer benchmark: {e}\n{log_tail(tmp, 0)}") from None
-    if codes != [0] * P:
-        raise SystemExit(f"peer benchmark: ranks exited {codes}\n{log_tail(tmp, 0)}\n"
-                         f"{log_tail(tmp, 1)}")
-    raw = json.loads((tmp / "result.json").read_text())
-    shutil.rmtree(tmp, ignore_errors=True)
+    try:  # the ranks' logs and result live in tmp; their tails are in any error message
+        try:
+            codes = run_ranks([sys.executable, __file__, "worker", str(tmp), json.dumps(params)],
+                              P, tmp, deadline=a.deadline, env=env)
+        except RankTimeout as e:
+            raise SystemExit(f"peer benchmark: {e}\n{log_tail(tmp, 0)}") from None
+        if codes != [0] * P:
+            raise SystemExit(f"peer benchmark: ranks exited {codes}\n{log_tail(tmp, 0)}\n"
+                             f"{log_tail(tmp, 1)}")
+        raw = json.loads((tmp / "result.json").read_text())
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     duration = time.perf_counter() - t0
     load_end = os.getloadavg()
     result = {
