@@ -84,6 +84,11 @@ else
         RESULTS=$OUT/gpu/results
         LOGS=$OUT/logs
         REPORT=$OUT/gpu
+        # an $OUT inside the checkout is not code: keep it out of the committed-tree check
+        out_abs=$(realpath "$OUT")
+        if [ "${out_abs#"$PWD"/}" != "$out_abs" ] && [ -d .git/info ]; then
+            echo "/${out_abs#"$PWD"/}/" >> .git/info/exclude
+        fi
     fi
     if ! "$PY" -c "import pytorch_optimizer" 2>/dev/null && ls .whl/*.whl >/dev/null 2>&1; then
         "$PY" -m pip install -q --no-index --no-deps --target /tmp/asyncpp-site .whl/*.whl
