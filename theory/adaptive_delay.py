@@ -214,8 +214,10 @@ def char_poly(method: str, beta1: float, tau: int, c: float, ef: bool = False,
     Adan adds :math:`\beta_2(1-\beta_2)(z-1)/(z-\beta_2)`. Both are written over the common
     denominator (z−β₁)(z−β₂) (Adam: β₂ = 0), so
 
-    .. math:: P = z^{\tau+1}(z-1)(z-\beta_1)(z-\beta_2) + c\,Q(z)\,(z \text{ or } 2z-1),\quad
-              Q = (1-\beta_1)z(z-\beta_2) + \beta_2(1-\beta_2)(z-1)(z-\beta_1).
+    .. math::
+        P = z^{\tau+1}(z-1)(z-\beta_1)(z-\beta_2) + c\,Q(z)\,(z \text{ or } 2z-1),
+
+        Q = (1-\beta_1)z(z-\beta_2) + \beta_2(1-\beta_2)(z-1)(z-\beta_1).
 
     At β₂ = 0 (Adam) this is z³ × T3's polynomial (τ ≥ 1, no EF), z² × T3's with EF or at
     τ = 0 (AD7, checked on this function)."""
@@ -292,7 +294,7 @@ def adam_ef_share(beta1: float) -> float:
     return (1.0 - 1.0 / ce**2) / (1.0 - (1.0 - beta1) ** 2 / (4.0 * (1.0 + beta1) ** 2))
 
 
-#: the start grid of the sign floors: J offsets (midpoints of [0, 1)), radius R (units of η)
+#: The start grid of the sign floors, J offsets (midpoints of [0, 1)) and radius R (units of η).
 SIGN_GRID = {"offsets": 20, "radius": 1}
 
 

@@ -13,9 +13,9 @@ Each step is one relation of a fixed *kind*:
     (sums inside ``F`` are peeled by one term, which is the definition of a sum).
 ``inequality``
     ``lhs ≤ rhs``; verified by a certificate: ``rhs - lhs = Σ_i λ_i·slack_i + R`` where the
-    slack_i are earlier inequalities (possibly summed over an index, or the induction
-    hypothesis), every multiplier λ_i is certified non-negative and the residual ``R`` is
-    certified non-negative (see :func:`certify_nonneg`).
+    slacks :math:`\mathrm{slack}_i` are earlier inequalities (possibly summed over an index, or
+    the induction hypothesis), every multiplier :math:`\lambda_i` is certified non-negative and
+    the residual ``R`` is certified non-negative (see :func:`certify_nonneg`).
 ``monotonicity``
     ``g(a) ≤ g(b)`` from ``a ≤ b`` (an earlier step) and the sign of ``dg/dv`` (certified), or
     just the sign of a derivative.
@@ -28,10 +28,11 @@ Each step is one relation of a fixed *kind*:
     ``cited`` and never counted as verified.
 
 Non-negativity certificate: the parameter ranges are made manifest by the substitution
-:data:`DOMAIN` (α = 1/(1+s)² ∈ (0, 1], ε₂ = s/(1+s) ∈ [0, 1), β = s/(1+s) ∈ [0, 1), with
-s ≥ 0); the expression is brought over a common denominator, and numerator and denominator
-must be polynomials with coefficients of one sign in non-negative atoms (symbols declared
-non-negative, norms/expectations declared non-negative, sums of those, square roots). One
+:data:`DOMAIN` (:math:`\alpha = 1/(1+s)^2 \in (0, 1]`,
+:math:`\epsilon_2 = s/(1+s) \in [0, 1)`, :math:`\beta = s/(1+s) \in [0, 1)`, with
+:math:`s \ge 0`); the expression is brought over a common denominator, and numerator and
+denominator must be polynomials with coefficients of one sign in non-negative atoms (symbols
+declared non-negative, norms/expectations declared non-negative, sums of those, square roots). One
 square root ``A + B·√D`` is handled by comparing ``A²`` with ``B²D``.
 
 Standing assumptions (referenced by name in every result):
@@ -48,7 +49,8 @@ Standing assumptions (referenced by name in every result):
 * (INIT) initial momentum error ‖m₋₁ − ∇f(x₀)‖† ≤ E₀ (in expectation). The production
   optimizers start from a zero buffer, so E₀ = ‖∇f(x₀)‖† ≤ √(2LΔ₀) (proved in T1).
 * (A2b) block smoothness (T4 only): for the blocks s (pipeline stages) of a product norm
-  ‖x‖ = max_s ‖x_s‖, ‖∇_s f(x) − ∇_s f(y)‖†_s ≤ L_s‖x − y‖ with Σ_s L_s = L.
+  :math:`\|x\| = \max_s \|x_s\|`, :math:`\|\nabla_s f(x) - \nabla_s f(y)\|_{\dagger,s}
+  \le L_s\|x - y\|` with :math:`\sum_s L_s = L`.
 """
 
 from __future__ import annotations
@@ -555,6 +557,15 @@ def _tex_text(text: str) -> str:
         out.append({"\\": r"\textbackslash{}", "_": r"\_", "^": r"\^{}", "&": r"\&",
                     "%": r"\%", "#": r"\#", "{": r"\{", "}": r"\}", "$": r"\$"}.get(ch, ch))
     return "".join(out)
+
+
+class TexSymbol(sp.Symbol):
+    """A symbol that prints as its name, verbatim LaTeX. A plain :class:`sympy.Symbol` reads
+    the first ``_`` of its name as a subscript of all that follows, so ``|v^*_t|`` prints
+    ``|v^{*}_{t|}``: names holding delimiters or several subscripts need this class."""
+
+    def _latex(self, printer) -> str:
+        return self.name
 
 
 def le(lhs, rhs):

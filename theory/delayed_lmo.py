@@ -113,7 +113,8 @@ def statement(nesterov: bool = False) -> sp.Expr:
 
 
 def kovalev_statement() -> sp.Expr:
-    r"""Kovalev (2025) Thm 2: Δ₀/(ηK) + 2ρσ/(αK) + 2√αρσ + 3Lη/2 + 2Lη/α (τ = 0, exact LMO)."""
+    r"""Kovalev (2025) Thm 2: :math:`\Delta_0/(\eta K) + 2\rho\sigma/(\alpha K)
+    + 2\sqrt{\alpha}\rho\sigma + 3L\eta/2 + 2L\eta/\alpha` (τ = 0, exact LMO)."""
     return (Delta / (eta * K) + 2 * rho * sigma / (alpha * K) + 2 * sp.sqrt(alpha) * rho * sigma
             + 3 * L * eta / 2 + 2 * L * eta / alpha)
 
@@ -331,9 +332,12 @@ def optimal_eta_expr(nesterov: bool = False) -> sp.Expr:
 
 
 def complexity_expr(nesterov: bool = False) -> tuple[sp.Expr, sp.Expr, sp.Expr, sp.Expr]:
-    r"""(α₀, η_ε, K₁, K₂): α_ε = min(1, α₀), η_ε = ε/(4Lr(C/α_ε + Cτ + qr/2)),
-    K(ε) = ⌈max(K₁, K₂)⌉ with K₁ = 16qLrΔ₀(C/α_ε + Cτ + qr/2)/ε², K₂ = 4CE₀/(α_ε ε)
-    (expressions in α; substitute α = α_ε)."""
+    r"""(α₀, :math:`\eta_\epsilon`, K₁, K₂): :math:`\alpha_\epsilon = \min(1, \alpha_0)`,
+    :math:`\eta_\epsilon = \epsilon/(4Lr(C/\alpha_\epsilon + C\tau + qr/2))`,
+    K(ε) = ⌈max(K₁, K₂)⌉ with
+    :math:`K_1 = 16qLr\Delta_0(C/\alpha_\epsilon + C\tau + qr/2)/\epsilon^2`,
+    :math:`K_2 = 4CE_0/(\alpha_\epsilon \epsilon)` (expressions in α; substitute
+    :math:`\alpha = \alpha_\epsilon`)."""
     lag = C / alpha + C * tau + q * r / 2
     return (alpha0_expr(nesterov), eps / (4 * L * r * lag),
             16 * q * L * r * Delta * lag / eps**2, 4 * C * E0 / (alpha * eps))
@@ -434,11 +438,18 @@ def initial_error_bound(Delta, L):
 
 def bound(Delta, L, rho, sigma, eta, alpha, K, tau, eps1=0.0, eps2=0.0, E0=None,
           nesterov=False):
-    r"""T1: upper bound on (1/K) Σ_{k<K} E‖∇f(x_{k+τ})‖† (average over the K applied steps;
-    it also bounds E min_k), for LMO/Muon with EMA momentum α = 1 − β and delay τ:
+    r"""T1: upper bound on :math:`\frac1K\sum_{k<K}\mathbb{E}\|\nabla f(x_{k+\tau})\|_\dagger`
+    (average over the K applied steps; it also bounds :math:`\mathbb{E}\min_k`), for LMO/Muon
+    with EMA momentum α = 1 − β and delay τ:
 
-    q(Δ₀/(ηK) + Lηr²/2) + C((1−α)E₀/(αK) + √(α/(2−α)) ρσ + Lηr((1−α)/α + τ)),
-    r = 1+ε₁, q = 1/(1−ε₂), C = (2+ε₁−ε₂)/(1−ε₂); Nesterov: (1−α) → (1−α)², √(α/(2−α)) → ν_N.
+    .. math::
+        q\Big(\frac{\Delta_0}{\eta K} + \frac{L\eta r^2}{2}\Big)
+        + C\Big(\frac{(1-\alpha)E_0}{\alpha K} + \sqrt{\frac{\alpha}{2-\alpha}}\,\rho\sigma
+        + L\eta r\Big(\frac{1-\alpha}{\alpha} + \tau\Big)\Big),
+
+    :math:`r = 1+\epsilon_1`, :math:`q = 1/(1-\epsilon_2)`,
+    :math:`C = (2+\epsilon_1-\epsilon_2)/(1-\epsilon_2)`; Nesterov: :math:`1-\alpha` becomes
+    :math:`(1-\alpha)^2` and :math:`\sqrt{\alpha/(2-\alpha)}` becomes :math:`\nu_N`.
 
     Assumptions A0–A3, BAND, INIT. ``E0=None`` uses the zero-buffer value √(2LΔ₀).
     Accepts numpy arrays (broadcast).
@@ -451,7 +462,9 @@ def bound(Delta, L, rho, sigma, eta, alpha, K, tau, eps1=0.0, eps2=0.0, E0=None,
 
 
 def kovalev_bound(Delta, L, rho, sigma, eta, alpha, K):
-    r"""Kovalev (2025) Thm 2, E min_k ‖∇f‖† ≤ Δ₀/(ηK) + 2ρσ/(αK) + 2√αρσ + 3Lη/2 + 2Lη/α."""
+    r"""Kovalev (2025) Thm 2, :math:`\mathbb{E}\min_k \|\nabla f\|_\dagger \le
+    \Delta_0/(\eta K) + 2\rho\sigma/(\alpha K) + 2\sqrt{\alpha}\rho\sigma + 3L\eta/2
+    + 2L\eta/\alpha`."""
     return (Delta / (eta * K) + 2 * rho * sigma / (alpha * K) + 2 * np.sqrt(alpha) * rho * sigma
             + 1.5 * L * eta + 2 * L * eta / alpha)
 
@@ -487,13 +500,17 @@ def optimal_params(Delta, L, rho, sigma, K, tau, eps1=0.0, eps2=0.0, nesterov=Fa
 
 def complexity(epsilon, Delta, L, rho, sigma, tau, eps1=0.0, eps2=0.0, E0=None,
                nesterov=False):
-    r"""Iteration complexity (steps P1–P11): with α_ε = min(1, α₀), α₀ = 2a₀/(1+a₀),
-    a₀ = ε²/(16C²ρ²σ²) (Nesterov: α₀ = ε²/(24C²ρ²σ²)),
-    η_ε = ε/(4Lr(C/α_ε + Cτ + qr/2)) and
-    K(ε) = ⌈max(16 q L r Δ₀ (C/α_ε + Cτ + qr/2)/ε², 4 C E₀/(α_ε ε))⌉
+    r"""Iteration complexity (steps P1–P11): with :math:`\alpha_\epsilon = \min(1, \alpha_0)`,
+    α₀ = 2a₀/(1+a₀), a₀ = ε²/(16C²ρ²σ²) (Nesterov: α₀ = ε²/(24C²ρ²σ²)),
+    :math:`\eta_\epsilon = \epsilon/(4Lr(C/\alpha_\epsilon + C\tau + qr/2))` and
+
+    .. math::
+        K(\epsilon) = \Big\lceil\max\Big(\frac{16 q L r \Delta_0 (C/\alpha_\epsilon + C\tau
+        + qr/2)}{\epsilon^2}, \frac{4 C E_0}{\alpha_\epsilon \epsilon}\Big)\Big\rceil
+
     the T1 bound is ≤ ε. Exact LMO, large σ: K = 1024LΔ₀ρ²σ²/ε⁴ + 16LΔ₀(2τ + 3/2)/ε² + ...
     (half Kovalev's leading constant 2048: step M13 uses the exact fixed point ασ²/(2−α));
-    τ enters only the ε⁻² term (relative size α_ε τ).
+    τ enters only the ε⁻² term (relative size :math:`\alpha_\epsilon \tau`).
     Returns a dict with K, eta, alpha (K counts applied steps; the run has K + τ steps)."""
     if not epsilon > 0:
         raise ValueError(f"epsilon must be > 0, got {epsilon!r}")
@@ -527,13 +544,14 @@ def tightness_instance(L=1.0, eta=0.1, tau=1, periods=1):
     production ``Muon(lr, momentum=0)`` under ``DelayedOptimizer(delay=τ)`` follows this orbit
     exactly with η = s₀·lr (checked in verify/test_theory_lmo.py).
     Start x₀ = η/2, so Δ₀ = Lη²/8. With delay τ and the idle start, the applied iterates
-    y_k = x_{k+τ} follow the triangle wave between −(τ+½)η and (τ+½)η: from y₀ = η/2 the
-    first τ+1 steps see x₀ > 0 and go down to −(τ+½)η; afterwards the sign seen at step k
-    is that of y_{k−τ}, which stays negative for 2τ+1 steps (up to (τ+½)η), then positive
+    :math:`y_k = x_{k+\tau}` follow the triangle wave between −(τ+½)η and (τ+½)η: from y₀ = η/2
+    the first τ+1 steps see x₀ > 0 and go down to −(τ+½)η; afterwards the sign seen at step k
+    is that of :math:`y_{k-\tau}`, which stays negative for 2τ+1 steps (up to (τ+½)η), then positive
     for 2τ+1 steps, and so on: period P = 2(2τ+1), and y₀..y_τ are already on the orbit.
     Over any whole number of periods the average of :math:`|\nabla f(y_k)| = L|y_k|` is exactly
 
-        measured = Lη(2τ² + 2τ + 1)/(2(2τ+1)),
+    .. math::
+        \mathrm{measured} = \frac{L\eta(2\tau^2 + 2\tau + 1)}{2(2\tau+1)},
 
     while the T1 bound at K = m·P is Lη(1/(8K) + 1/2 + 2τ). Hence measured/bound ≥ 1/4 for
     every τ ≥ 0 (step TI4; → 1/4 as τ → ∞, = 8/9 at τ = 0), and the delay increment
@@ -542,7 +560,8 @@ def tightness_instance(L=1.0, eta=0.1, tau=1, periods=1):
 
     Returns a dict: x0, L, eta, tau, alpha, beta, sigma, rho, Delta, K (= periods·P),
     period, measured (exact average over K applied steps), bound (T1 at these values),
-    ratio, ratio_lower (1/4), delay_ratio_lower (1/6, for τ ≥ 1), orbit (y_0..y_{P−1}).
+    ratio, ratio_lower (1/4), delay_ratio_lower (1/6, for τ ≥ 1), orbit
+    (:math:`y_0, \dots, y_{P-1}`).
     """
     if not (isinstance(tau, (int, np.integer)) and tau >= 0):
         raise ValueError(f"tau must be an integer >= 0, got {tau!r}")
@@ -563,8 +582,8 @@ def tightness_instance(L=1.0, eta=0.1, tau=1, periods=1):
 
 
 def tightness_orbit(eta, tau):
-    """y_0..y_{P−1} of the instance (P = 2(2τ+1)): y_k = Y((k + τ) mod P), where Y starts at
-    the top (τ+½)η, goes down 2τ+1 steps, then up 2τ+1 steps."""
+    r""":math:`y_0, \dots, y_{P-1}` of the instance (P = 2(2τ+1)): :math:`y_k = Y((k + \tau)
+    \bmod P)`, where Y starts at the top (τ+½)η, goes down 2τ+1 steps, then up 2τ+1 steps."""
     P = 2 * (2 * tau + 1)
     top = (tau + 0.5) * eta
     Y = [top - i * eta for i in range(2 * tau + 1)] + \

@@ -12,7 +12,8 @@ affine in the pair (p, q). Put :math:`F(z) = P(z)/(z-1)`, :math:`u = (z + z^{-1}
 
 .. math::
     F(z) - F(z^{-1}) = -\frac{z+1}{z-1}\,\big(\pi_\tau(u) - p\big),\qquad
-    F(z) + F(z^{-1}) = 2\,\big(q - \Gamma(u)\big),\qquad
+    F(z) + F(z^{-1}) = 2\,\big(q - \Gamma(u)\big),
+
     \pi_\tau(u) = 2(1-u)\big(U_\tau(u) - \beta U_{\tau-1}(u)\big).
 
 On :math:`z = e^{i\omega}`, :math:`\omega \in (0, \pi)`: :math:`\operatorname{Im}F =
@@ -241,8 +242,8 @@ def numeric_checks() -> list[tuple[str, bool, str]]:
 
 
 def beta_one_limits(tau: int) -> tuple[float, float]:
-    r"""(lim γ*, K_τ = lim (1−β)c*) as β → 1: the lobe maximum of :math:`\pi_\tau` at β = 1
-    (a polynomial in u, so the limit is its value there)."""
+    r"""(lim γ*, :math:`K_\tau = \lim\,(1-\beta)c^*`) as β → 1: the lobe maximum of
+    :math:`\pi_\tau` at β = 1 (a polynomial in u, so the limit is its value there)."""
     _, ps, gs = lobe_maximum(1, tau)
     return gs, ps
 
@@ -379,9 +380,9 @@ def _cheb_polys(tau: int):
 
 def lobe_maximum_float(beta_v: float, tau: int) -> tuple[float, float, float]:
     r"""(u*, p*, γ*) in float64: u* the largest real root of :math:`\pi_\tau'` (colleague-matrix
-    roots of its Chebyshev series, then Newton steps), p* = π_τ(u*),
-    γ* = (βT_τ − T_{τ+1})(u*)/p* − ½. An algorithm of its own: the product bisects the
-    trigonometric form instead."""
+    roots of its Chebyshev series, then Newton steps), :math:`p^* = \pi_\tau(u^*)`,
+    :math:`\gamma^* = (\beta T_\tau - T_{\tau+1})(u^*)/p^* - \tfrac12`. An algorithm of its
+    own: the product bisects the trigonometric form instead."""
     b = float(beta_v)
     a0, a1, g0, g1 = _cheb_polys(tau)
     P = a0 + b * a1

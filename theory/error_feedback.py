@@ -102,7 +102,8 @@ un = sp.Function(r"\|u\|", nonnegative=True)
 
 def statement(point: str = "virtual", nesterov: bool = False) -> sp.Expr:
     r"""The T2 bound over ``PARAMS`` (``drift`` symbolic; worst case: drift = 2(1+ε₁)).
-    ``point="virtual"`` bounds the average at w_k, ``"iterate"`` at x_{k+τ} (adds Lηr)."""
+    ``point="virtual"`` bounds the average at :math:`w_k`, ``"iterate"`` at :math:`x_{k+\tau}`
+    (adds Lηr)."""
     if nesterov:
         init, noise, lag = w**2, nesterov_noise_factor(), w**2 / alpha
     else:
@@ -241,12 +242,20 @@ def bound(Delta, L, rho, sigma, eta, alpha, K, tau=1, drift=None, eps1=0.0, eps2
           E0=None, point="iterate", nesterov=False):
     r"""T2: bound on the average stationarity of the EF run over K applied steps.
 
-    q(Δ₀/(ηK) + Lηr²/2) + C((1−α)E₀/(αK) + √(α/(2−α))ρσ + Lηr(1−α)/α + Lη(drift + (τ−1)r))
-    [+ Lηr when ``point="iterate"``], r = 1+ε₁, q = 1/(1−ε₂), C = (2+ε₁−ε₂)/(1−ε₂).
+    .. math::
+        q\Big(\frac{\Delta_0}{\eta K} + \frac{L\eta r^2}{2}\Big)
+        + C\Big(\frac{(1-\alpha)E_0}{\alpha K} + \sqrt{\frac{\alpha}{2-\alpha}}\,\rho\sigma
+        + L\eta r\frac{1-\alpha}{\alpha} + L\eta(\mathrm{drift} + (\tau-1)r)\Big)
 
-    ``point="iterate"`` (default) bounds (1/K) Σ_{k<K} E‖∇f(x_{k+τ})‖†; ``"virtual"`` bounds
-    (1/K) Σ E‖∇f(w_k)‖† with w_k = x_{k+τ} + u_{k−1}. ``drift=None`` is the worst case
-    2(1+ε₁); a measured drift is (1/(Kη)) Σ_{k<K} ‖u_{k−1} − u_{k−τ−1}‖ (u_j = 0 for j < 0).
+    [+ Lηr when ``point="iterate"``], :math:`r = 1+\epsilon_1`, :math:`q = 1/(1-\epsilon_2)`,
+    :math:`C = (2+\epsilon_1-\epsilon_2)/(1-\epsilon_2)`.
+
+    ``point="iterate"`` (default) bounds
+    :math:`\frac1K\sum_{k<K}\mathbb{E}\|\nabla f(x_{k+\tau})\|_\dagger`; ``"virtual"``
+    bounds :math:`\frac1K\sum\mathbb{E}\|\nabla f(w_k)\|_\dagger` with
+    :math:`w_k = x_{k+\tau} + u_{k-1}`. ``drift=None`` is the worst case 2(1+ε₁); a measured
+    drift is :math:`\frac{1}{K\eta}\sum_{k<K}\|u_{k-1} - u_{k-\tau-1}\|` (:math:`u_j = 0`
+    for j < 0).
     ``E0=None`` uses √(2LΔ₀) (zero momentum buffer). Assumptions A0–A3, BAND, INIT; τ ≥ 1.
     """
     _check(Delta, L, rho, sigma, eta, alpha, K, tau, eps1, eps2)
@@ -267,10 +276,10 @@ def bound(Delta, L, rho, sigma, eta, alpha, K, tau=1, drift=None, eps1=0.0, eps2
 
 
 def measured_drift(updates, eta, tau=1):
-    r"""drift = (1/(Kη)) Σ_{k<K} ‖u_{k−1} − u_{k−τ−1}‖ from the K applied updates
-    ``updates[0..K−1]`` (arrays; u_j = 0 for j < 0). The norm is the Euclidean (Frobenius)
-    norm of the flattened difference, an upper bound on the spectral norm, so the resulting
-    bound stays valid for Muon."""
+    r""":math:`\mathrm{drift} = \frac{1}{K\eta}\sum_{k<K}\|u_{k-1} - u_{k-\tau-1}\|` from the K
+    applied updates ``updates[0..K−1]`` (arrays; :math:`u_j = 0` for j < 0). The norm is the
+    Euclidean (Frobenius) norm of the flattened difference, an upper bound on the spectral norm,
+    so the resulting bound stays valid for Muon."""
     if not eta > 0:
         raise ValueError(f"eta must be > 0, got {eta!r}")
     ups = [np.asarray(u, dtype=float) for u in updates]

@@ -103,7 +103,7 @@ from functools import cache
 
 import sympy as sp
 
-from .assumptions import Result, Step, beta, eq, ge, tau
+from .assumptions import Result, Step, TexSymbol, beta, eq, ge, tau
 
 
 def _sign(v) -> int:
@@ -166,7 +166,7 @@ class Cycle:
 
     @property
     def mean_sq(self) -> Fraction:
-        """The mean of x*² over one period (units of η²): the loss floor is hη²·mean_sq/2."""
+        """The mean of x*² over one period, in units of η²; the loss floor is hη²·mean_sq/2."""
         return sum(x * x for x in self.xs) / self.period
 
     @property
@@ -191,10 +191,12 @@ class Cycle:
 
 def _simulate(beta: Fraction, tau: int, ef: bool, nesterov: bool, x0: Fraction, T: int,
               floor: Floor | None = None, gamma: Fraction = Fraction(1)):
-    r"""x_t, s_t, m_t, u_t (t < T) of the exact model (η = h = 1) from rest (zero momentum,
-    u_{τ−1} = 0, τ idle steps); s_t = u_t = 0 for idle steps. u_t = s_t = sign(v_t), except
-    where 0 < ∣v_t∣ < floor.threshold (then u_t = floor.step(v_t)). With EF the step is
-    EF(γ)'s x_{t+1} = x_t − (1+γ)u_t + γu_{t−1} (γ = 1: the paper's EF)."""
+    r""":math:`x_t, s_t, m_t, u_t` (t < T) of the exact model (η = h = 1) from rest (zero
+    momentum, :math:`u_{\tau-1} = 0`, τ idle steps); :math:`s_t = u_t = 0` for idle steps.
+    :math:`u_t = s_t = \operatorname{sign}(v_t)`, except where
+    :math:`0 < |v_t| <` ``floor.threshold`` (then :math:`u_t` = ``floor.step(v_t)``). With EF
+    the step is EF(γ)'s :math:`x_{t+1} = x_t - (1+\gamma)u_t + \gamma u_{t-1}` (γ = 1: the
+    paper's EF)."""
     xs, ss, ms, us = [], [], [], []
     x, m, u_prev = x0, Fraction(0), Fraction(0)
     for t in range(T):
@@ -510,7 +512,8 @@ def _steps() -> list[Step]:
               "describing-function (first-harmonic) balance of a relay loop: an approximation; "
               "the exact cycles are computed and certified by `muon_cycle.cycle`")
     s8 = Step("MC8 locking certificate", "cited",
-              ge(sp.Symbol(r"\min_t|v^*_t|"), sp.Symbol(r"\beta^{t-t_1}|e_{t_1}|")),
+              ge(TexSymbol(r"\min_t\lvert v^*_t\rvert"),
+                 TexSymbol(r"\beta^{t-t_1}\lvert e_{t_1}\rvert")),
               r"$e_t = m_t - m^*_t$ satisfies $e_t = \beta e_{t-1}$ once $x_{t-\tau}$ is periodic "
               r"(linearity of the EMA); if $|e|$ ($\beta|e|$ for Nesterov) is below the margin "
               r"$\min_t |v^*_t|$ at one $t_1$, $\operatorname{sign}(v_t) = s^*_t$ for all "

@@ -71,7 +71,8 @@ to an exact root-locus computation (numeric).
   :math:`e_t = \sum_{i=1}^{\tau}(u_{t-i} - u_{t-\tau-1}) + (\tau-\gamma)u_{t-\tau-1}`, so
   :math:`\|e_t\| \le \tfrac{\tau(\tau+1)}{2}\delta + |\tau - \gamma|\eta` (δ the drift bound) or
   :math:`(\tau+\gamma)\eta`: T2's :math:`L\delta` term becomes
-  :math:`L(\tfrac{\tau(\tau+1)}{2}\delta + |\tau-\gamma|\eta)`, per stage (τ_s, γ_s) in T4.
+  :math:`L(\tfrac{\tau(\tau+1)}{2}\delta + |\tau-\gamma|\eta)`, per stage
+  :math:`(\tau_s, \gamma_s)` in T4.
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ from functools import cache
 import numpy as np
 import sympy as sp
 
-from .assumptions import Result, Step, beta, c, drift, eq, eta, ge, j, le, p, z
+from .assumptions import Result, Step, TexSymbol, beta, c, drift, eq, eta, ge, j, le, p, z
 
 _t = sp.Symbol("t", nonnegative=True)
 _s = sp.Symbol("s", nonnegative=True)
@@ -112,9 +113,9 @@ def _validate(beta_v, tau, ef, gamma=None):
 
 
 def char_poly_expr(beta_v, tau: int, ef: bool = False, var=None, gamma=None) -> sp.Expr:
-    """The characteristic polynomial as an expression in z, with p = ``var`` (default c(1−β));
+    r"""The characteristic polynomial as an expression in z, with p = ``var`` (default c(1−β));
     ``gamma`` (EF only; None = 1, the paper's EF) is the coefficient of EF(γ):
-    z^τ(z−1)(z−β) + p((1+γ)z − γ)."""
+    :math:`z^\tau(z-1)(z-\beta) + p((1+\gamma)z - \gamma)`."""
     pv = c * (1 - beta_v) if var is None else var
     if tau == 0:
         return (z - 1) * (z - beta_v) + pv * z
@@ -128,8 +129,10 @@ def char_poly_expr(beta_v, tau: int, ef: bool = False, var=None, gamma=None) -> 
 def char_poly(beta, tau, ef=False, gamma=None) -> sp.Poly:
     r"""Characteristic polynomial of the delayed EMA-momentum recursion on f = h x²/2, as a
     sympy ``Poly`` in z whose coefficients contain the symbol ``c`` = ηh (and β if symbolic):
-    τ=0: (z−1)(z−β) + c(1−β)z; τ≥1: z^{τ−1}(z−1)(z−β) + c(1−β); EF: z^τ(z−1)(z−β) + c(1−β)(2z−1);
-    EF(γ): z^τ(z−1)(z−β) + c(1−β)((1+γ)z − γ).
+    τ = 0: :math:`(z-1)(z-\beta) + c(1-\beta)z`; τ ≥ 1:
+    :math:`z^{\tau-1}(z-1)(z-\beta) + c(1-\beta)`; EF:
+    :math:`z^\tau(z-1)(z-\beta) + c(1-\beta)(2z-1)`; EF(γ):
+    :math:`z^\tau(z-1)(z-\beta) + c(1-\beta)((1+\gamma)z - \gamma)`.
     """
     _validate(beta, tau, ef, gamma)
     b = sp.nsimplify(beta) if not isinstance(beta, sp.Basic) else beta
@@ -139,8 +142,9 @@ def char_poly(beta, tau, ef=False, gamma=None) -> sp.Poly:
 
 
 def state_matrix(beta_v, tau: int, ef: bool, cv=c, gamma=None) -> sp.Matrix:
-    r"""The (τ+2)×(τ+2) matrix A with s_{t+1} = A s_t, s_t = (x_t, …, x_{t−τ}, μ_{t−1});
-    EF(γ) (``gamma``, None = 1): x_{t+1} = x_t − (1+γ)μ_t + γμ_{t−1}."""
+    r"""The (τ+2)×(τ+2) matrix A with :math:`s_{t+1} = A s_t`,
+    :math:`s_t = (x_t, \dots, x_{t-\tau}, \mu_{t-1})`; EF(γ) (``gamma``, None = 1):
+    :math:`x_{t+1} = x_t - (1+\gamma)\mu_t + \gamma\mu_{t-1}`."""
     n = tau + 2
     A = sp.zeros(n, n)
     ix_old = tau  # index of x_{t-τ}
@@ -296,9 +300,10 @@ def critical_step(beta, tau, ef=False, gamma=None) -> float:
     ((τ=2, EF): the positive root of the cubic φ), root locus otherwise. EF with τ = 0 is
     the plain method (the delay core does not correct synchronous steps).
 
-    ``gamma`` (with ``ef=True``): EF(γ), x_{t+1} = x_t − (1+γ)u_t + γu_{t−1}; None or 1 is the
-    paper's EF, 0 is no correction. τ = 1: the closed form of :func:`critical_step_gamma_expr`,
-    c* = min(p_f, p_g)/(1−β); τ ≥ 2: the root locus."""
+    ``gamma`` (with ``ef=True``): EF(γ), :math:`x_{t+1} = x_t - (1+\gamma)u_t + \gamma u_{t-1}`;
+    None or 1 is the paper's EF, 0 is no correction. τ = 1: the closed form of
+    :func:`critical_step_gamma_expr`, :math:`c^* = \min(p_f, p_g)/(1-\beta)`; τ ≥ 2: the root
+    locus."""
     _validate(beta, tau, ef, gamma)
     b = float(beta)
     if tau == 0:
@@ -328,10 +333,11 @@ def critical_step(beta, tau, ef=False, gamma=None) -> float:
 
 def simulate(beta, c, tau, ef=False, steps=1000, x0=1.0, init="zero", gamma=None):
     r"""Run the recursion exactly as the production delay core does (float64): τ idle start
-    steps, EF memory u_{−1} = 0; returns x_0..x_steps (h = 1, η = c). ``init="zero"``: the
-    momentum buffer starts at 0 (Muon: μ_0 = (1−β)c·x_0); ``init="first"``: torch SGD, whose
-    first step sets the buffer to the gradient itself (μ_0 = c·x_0). Asymptotic stability does
-    not depend on ``init``. ``gamma``: EF(γ), x_{t+1} = x_t − (1+γ)u_t + γu_{t−1}."""
+    steps, EF memory :math:`u_{-1} = 0`; returns x₀, …, x_steps (h = 1, η = c). ``init="zero"``:
+    the momentum buffer starts at 0 (Muon: μ₀ = (1−β)c·x₀); ``init="first"``: torch SGD, whose
+    first step sets the buffer to the gradient itself (μ₀ = c·x₀). Asymptotic stability does
+    not depend on ``init``. ``gamma``: EF(γ),
+    :math:`x_{t+1} = x_t - (1+\gamma)u_t + \gamma u_{t-1}`."""
     _validate(beta, tau, ef, gamma)
     if init not in ("zero", "first"):
         raise ValueError(f"init must be 'zero' (Muon) or 'first' (torch SGD), got {init!r}")
@@ -382,7 +388,7 @@ def tightness_instance(beta, tau, ef=False, h=1.0, margin=0.05, gamma=None):
 
 
 # --------------------------------------------------------------------------- EF(γ)
-#: the EF coefficient γ of EF(γ): x_{t+1} = x_t − (1+γ)u_t + γu_{t−1}
+#: the EF coefficient γ of EF(γ): :math:`x_{t+1} = x_t - (1+\gamma)u_t + \gamma u_{t-1}`
 gamma_sym = sp.Symbol("gamma", nonnegative=True)
 
 
@@ -397,9 +403,14 @@ def ef_gamma_g(pv=p, gv=gamma_sym, bv=beta):
 
 
 def critical_p_gamma_exprs():
-    r"""(p_f, p_g): the positive roots of f and g in p (τ = 1, EF(γ)), rationalised so that
-    γ = 0 is allowed: p_f = 2(1−β)/((1−γβ) + √((1−γβ)² + 4γ²(1−β))),
-    p_g = 2(1+β)/(√((1−γβ)² + 4γ²(1+β)) − (1−γβ))."""
+    r""":math:`(p_f, p_g)`: the positive roots of f and g in p (τ = 1, EF(γ)), rationalised so
+    that γ = 0 is allowed:
+
+    .. math::
+        p_f = \frac{2(1-\beta)}{(1-\gamma\beta) + \sqrt{(1-\gamma\beta)^2 + 4\gamma^2(1-\beta)}},
+        \qquad
+        p_g = \frac{2(1+\beta)}{\sqrt{(1-\gamma\beta)^2 + 4\gamma^2(1+\beta)} - (1-\gamma\beta)}.
+    """
     a1 = 1 - gamma_sym * beta
     pf = 2 * (1 - beta) / (a1 + sp.sqrt(a1**2 + 4 * gamma_sym**2 * (1 - beta)))
     pg = 2 * (1 + beta) / (sp.sqrt(a1**2 + 4 * gamma_sym**2 * (1 + beta)) - a1)
@@ -407,7 +418,7 @@ def critical_p_gamma_exprs():
 
 
 def critical_step_gamma_expr():
-    r"""c*(β, 1, γ) = min(p_f, p_g)/(1−β) (τ = 1, EF(γ), γ ≥ 0)."""
+    r""":math:`c^*(\beta, 1, \gamma) = \min(p_f, p_g)/(1-\beta)` (τ = 1, EF(γ), γ ≥ 0)."""
     pf, pg = critical_p_gamma_exprs()
     return sp.Min(pf, pg) / (1 - beta)
 
@@ -481,8 +492,8 @@ def optimal_gamma(beta, tau) -> tuple[float, float]:
     (:func:`theory.ef_gamma_closed.optimal_gamma_closed`: the first-lobe maximum of
     :math:`2(1-u)(U_\tau(u) - \beta U_{\tau-1}(u))`); :func:`optimal_gamma_search` is the
     independent numeric maximisation and :func:`certify_optimal_gamma` checks that no real γ
-    whatever is stable at a step 1e-6 above it. τ = 0: (0, 2(1+β)/(1−β)) (nothing to
-    correct)."""
+    whatever is stable at a step 1e-6 above it. τ = 0: :math:`(0, 2(1+\beta)/(1-\beta))`
+    (nothing to correct)."""
     _validate(beta, tau, True)
     b = float(beta)
     if tau == 0:
@@ -816,14 +827,14 @@ def _ef_gamma_tau1_core() -> list[Step]:
                   r"$g = \gamma^2p^2 - (1-\gamma\beta)p - (1+\beta)$" if i == 2 else "")
              for i, (dk, fk) in enumerate(zip(d, fac), start=1)]
     steps += [
-        Step("SC4 f + g = 2(gamma^2 p^2 - 1)", "identity", eq(f + gg, 2 * (g_**2 * p**2 - 1)),
+        Step(r"SC4 $f + g = 2(\gamma^2 p^2 - 1)$", "identity", eq(f + gg, 2 * (g_**2 * p**2 - 1)),
              r"so $\delta_1 > 0$ ($\gamma p < 1$) rules out $f, g$ both $> 0$; with "
              r"$\delta_2 = fg > 0$ and $\delta_3 > 0$ ($f \ne 0$): stable iff $f < 0$ and "
              r"$g < 0$ (any real $\gamma$)"),
-        Step("SC5 f(0) < 0", "inequality", le(f.subs(p, 0), 0), domain=DOMAIN_P),
-        Step("SC6 g(0) < 0", "inequality", le(gg.subs(p, 0), 0), domain=DOMAIN_P),
-        Step("SC7 f convex in p", "inequality", ge(sp.diff(f, p, 2), 0)),
-        Step("SC8 g convex in p", "inequality", ge(sp.diff(gg, p, 2), 0)),
+        Step("SC5 $f(0) < 0$", "inequality", le(f.subs(p, 0), 0), domain=DOMAIN_P),
+        Step("SC6 $g(0) < 0$", "inequality", le(gg.subs(p, 0), 0), domain=DOMAIN_P),
+        Step("SC7 $f$ convex in $p$", "inequality", ge(sp.diff(f, p, 2), 0)),
+        Step("SC8 $g$ convex in $p$", "inequality", ge(sp.diff(gg, p, 2), 0)),
     ]
     return steps
 
@@ -833,8 +844,8 @@ def _ef_gamma_tau1_steps() -> list[Step]:
     f, gg = ef_gamma_f(), ef_gamma_g()
     steps = [*_ef_gamma_charpoly_steps(), _sc2(), *_ef_gamma_tau1_core()]
     steps += [
-        Step("SC9 f(p_f) = 0", "identity", eq(f.subs(p, pf), 0), domain=DOMAIN_P),
-        Step("SC10 g(p_g) = 0", "identity", eq(gg.subs(p, pg), 0), domain=DOMAIN_P),
+        Step("SC9 $f(p_f) = 0$", "identity", eq(f.subs(p, pf), 0), domain=DOMAIN_P),
+        Step("SC10 $g(p_g) = 0$", "identity", eq(gg.subs(p, pg), 0), domain=DOMAIN_P),
         Step(r"SC11 $\gamma = 1$ gives T3[$\tau = 1$, EF]", "identity",
              eq(pf.subs(gamma_sym, 1), critical_p_expr(1, True)), domain=DOMAIN_P),
         Step(r"SC12 $\gamma = 0$ gives T3[$\tau = 1$]", "identity",
@@ -892,7 +903,7 @@ def _virtual_steps() -> list[Step]:
     g_ = gamma_sym
     us = sp.symbols("u_0:6")            # u_{t-5}, ..., u_t  (us[5] = u_t)
     x = sp.Symbol("x_t")
-    steps = [Step("V1 v_{t+1} = v_t - u_t", "identity",
+    steps = [Step("V1 $v_{t+1} = v_t - u_t$", "identity",
                   eq((x - (1 + g_) * us[5] + g_ * us[4]) + g_ * us[5], (x + g_ * us[4]) - us[5]),
                   r"$x_{t+1} = x_t - (1+\gamma)u_t + \gamma u_{t-1}$ and $v_t = x_t + \gamma "
                   r"u_{t-1}$: the virtual point runs the undelayed method on the applied updates")]
@@ -922,7 +933,7 @@ def _virtual_steps() -> list[Step]:
              r"so $\|\sum_i (u_{t-i} - u_{t-\tau-1})\| \le \tfrac{\tau(\tau+1)}{2}\delta$",
              induction_var=sp.Symbol("tau")),
         Step("V4 triangle inequality", "cited",
-             le(sp.Symbol(r"\|e_t\|"), sp.Symbol("tau") * (sp.Symbol("tau") + 1) / 2 * drift
+             le(TexSymbol(r"\|e_t\|"), sp.Symbol("tau") * (sp.Symbol("tau") + 1) / 2 * drift
                 + sp.Abs(sp.Symbol("tau") - g_) * eta),
              r"$\|u_k - u_{k-1}\| \le \delta$, $\|u_k\| \le \eta$; also "
              r"$\|e_t\| \le (\tau + \gamma)\eta$ directly"),

@@ -1,19 +1,24 @@
 r"""TC — what the Taylor (DC-ASGD) compensation guarantees on a separable quadratic.
 
-``DelayedOptimizer(correction="taylor")`` replaces the stale gradient g = ∇f(x_s) by
+``DelayedOptimizer(correction="taylor")`` replaces the stale gradient
+:math:`g = \nabla f(x_s)` by
 
 .. math::  \hat g = g + \lambda\, g\odot g\odot(x_n - x_s)
 
-(x_n the weights it is applied at). On f = Σ_i h_i x_i²/2 the fresh gradient is
-∇_i f(x_n) = g_i + h_iΔ_i (Δ = x_n − x_s), so coordinatewise (TC1)
+(:math:`x_n` the weights it is applied at). On :math:`f = \sum_i h_i x_i^2/2` the fresh
+gradient is :math:`\nabla_i f(x_n) = g_i + h_i\Delta_i` (:math:`\Delta = x_n - x_s`), so
+coordinatewise (TC1)
 
 .. math::  \hat g_i - \nabla_i f(x_n) = (\lambda g_i^2 - h_i)\,\Delta_i ,
 
-and whenever 0 ≤ λg_i² ≤ 2h_i (TC2–TC3) the compensated gradient is at least as close to the
-fresh one as the stale gradient: ∣ĝ_i − ∇_i f(x_n)∣ ≤ h_i∣Δ_i∣ = ∣g_i − ∇_i f(x_n)∣ (TC4),
-with equality only at λg_i² ∈ {0, 2h_i}. A sign error in the correction gives
-−(λg_i² + h_i)Δ_i, strictly farther whenever λg_i²Δ_i ≠ 0: property ``L3.taylor_lemma`` of
-``verify/identities.py`` measures this on the production core.
+and whenever :math:`0 \le \lambda g_i^2 \le 2h_i` (TC2–TC3) the compensated gradient is at
+least as close to the fresh one as the stale gradient:
+:math:`\lvert\hat g_i - \nabla_i f(x_n)\rvert \le h_i\lvert\Delta_i\rvert
+= \lvert g_i - \nabla_i f(x_n)\rvert` (TC4), with equality only at
+:math:`\lambda g_i^2 \in \{0, 2h_i\}`. A sign error in the correction gives
+:math:`-(\lambda g_i^2 + h_i)\Delta_i`, strictly farther whenever
+:math:`\lambda g_i^2\Delta_i \ne 0`: property ``L3.taylor_lemma`` of ``verify/identities.py``
+measures this on the production core.
 """
 
 from __future__ import annotations

@@ -58,6 +58,7 @@ from .assumptions import (
     L,
     Result,
     Step,
+    TexSymbol,
     alpha,
     eps1,
     eps2,
@@ -111,7 +112,8 @@ def _factors(nesterov: bool):
 
 
 def statement(nesterov: bool = False) -> sp.Expr:
-    r"""The T4 bound over ``PARAMS`` (τ_max, τ_min, τ_eff as symbols)."""
+    r"""The T4 bound over ``PARAMS`` (:math:`\tau_{\max}, \tau_{\min}, \tau_{\mathrm{eff}}` as
+    symbols)."""
     init, noise, lag = _factors(nesterov)
     dt = 1 + (tau_max - tau_min) / K
     return q * (Delta / (eta * K) + dt * L * eta * r**2 / 2) + C * (
@@ -127,7 +129,7 @@ def _steps(nesterov: bool) -> list[Step]:
              r"$x_{t-\tau_s}$; $\tau_{\min} \le \tau_s \le \tau_{\max}$ (pinned to the "
              r"multi-process executor by P6.model and P6.orbit of verify/)", refs=("BAND",)),
         Step(r"MODEL' $\tau_s \le \tau_{\max}$", "assumption", le(taus(s), tau_max)),
-        Step("W0 product norm", "cited", eq(sp.Symbol(r"\|x\|"), sp.Symbol(r"\max_s\|x_s\|")),
+        Step("W0 product norm", "cited", eq(TexSymbol(r"\|x\|"), TexSymbol(r"\max_s\|x_s\|")),
              "the LMO of the max-norm ball is blockwise (Muon per matrix); one step moves every "
              r"block by at most $\eta(1+\epsilon_1)$, so $\|x_t - x_{t-\tau_s}\| \le \tau_s \eta "
              r"(1+\epsilon_1)$",
@@ -289,7 +291,7 @@ def result(nesterov: bool = False) -> Result:
 
 
 def pipedream_taus(P: int) -> list[int]:
-    """Original PipeDream (weight stashing): stage s of P has delay τ_s = P − 1 − s."""
+    """Original PipeDream (weight stashing): stage s of P has delay τₛ = P − 1 − s."""
     if not (isinstance(P, (int, np.integer)) and P >= 1):
         raise ValueError(f"P (number of stages) must be an integer >= 1, got {P!r}")
     return [P - 1 - i for i in range(P)]
@@ -303,8 +305,8 @@ def twobw_taus(P: int) -> list[int]:
 
 
 def effective_delay(taus, weights=None) -> float:
-    r"""τ_eff = Σ_s w_s τ_s with w_s = L_s/L (normalised); ``weights=None`` gives τ_max (valid
-    for every split of L over the blocks)."""
+    r""":math:`\tau_{\mathrm{eff}} = \sum_s w_s \tau_s` with :math:`w_s = L_s/L` (normalised);
+    ``weights=None`` gives :math:`\tau_{\max}` (valid for every split of L over the blocks)."""
     t = np.asarray(taus, dtype=float)
     if t.ndim != 1 or t.size == 0 or np.any(t < 0):
         raise ValueError(f"taus must be a non-empty list of delays >= 0, got {taus!r}")
@@ -319,12 +321,20 @@ def effective_delay(taus, weights=None) -> float:
 
 def bound(Delta, L, rho, sigma, eta, alpha, K, taus, weights=None, eps1=0.0, eps2=0.0,
           E0=None, nesterov=False):
-    r"""T4: bound on (1/K) Σ_{t=τ_max}^{τ_max+K−1} E‖∇f(x_t)‖† with per-block delays ``taus``:
+    r"""T4: bound on
+    :math:`\frac1K\sum_{t=\tau_{\max}}^{\tau_{\max}+K-1}\mathbb{E}\|\nabla f(x_t)\|_\dagger`
+    with per-block delays ``taus``:
 
-    q(Δ₀/(ηK) + (1+Δτ/K)Lηr²/2) + C((1+Δτ/K)(√(α/(2−α))ρσ + Lηr((1−α)/α + τ_eff))
-    + (1−α)(E₀ + Lηr(τ_eff − τ_min))/(αK)),  Δτ = τ_max − τ_min,
+    .. math::
+        q\Big(\frac{\Delta_0}{\eta K} + \Big(1+\frac{\Delta\tau}{K}\Big)\frac{L\eta r^2}{2}\Big)
+        + C\Big(\Big(1+\frac{\Delta\tau}{K}\Big)\Big(\sqrt{\frac{\alpha}{2-\alpha}}\,\rho\sigma
+        + L\eta r\Big(\frac{1-\alpha}{\alpha} + \tau_{\mathrm{eff}}\Big)\Big)
 
-    τ_eff = Σ w_s τ_s (``weights`` = L_s/L), or τ_max when ``weights`` is None. Assumptions
+        + \frac{(1-\alpha)(E_0 + L\eta r(\tau_{\mathrm{eff}} - \tau_{\min}))}{\alpha K}\Big),
+        \qquad \Delta\tau = \tau_{\max} - \tau_{\min},
+
+    :math:`\tau_{\mathrm{eff}} = \sum_s w_s \tau_s` (``weights`` = :math:`L_s/L`), or
+    :math:`\tau_{\max}` when ``weights`` is None. Assumptions
     A0, A1, A2b, A3, BAND, INIT. ``E0=None`` uses √(2LΔ₀) (zero momentum buffers).
     """
     t = np.asarray(taus, dtype=float)
@@ -337,9 +347,9 @@ def bound(Delta, L, rho, sigma, eta, alpha, K, taus, weights=None, eps1=0.0, eps
 
 
 def depth_penalty(P, schedule="pipedream", weights=None):
-    r"""The delay factor τ_eff that multiplies CLη(1+ε₁) in T4: 1 for 2BW at every depth P;
-    for PipeDream τ_max = P−1 (``weights=None``) or Σ w_s(P−1−s) (e.g. equal weights:
-    (P−1)/2)."""
+    r"""The delay factor :math:`\tau_{\mathrm{eff}}` that multiplies CLη(1+ε₁) in T4: 1 for 2BW
+    at every depth P; for PipeDream :math:`\tau_{\max} = P-1` (``weights=None``) or
+    :math:`\sum_s w_s(P-1-s)` (e.g. equal weights: (P−1)/2)."""
     if schedule == "2bw":
         return effective_delay(twobw_taus(P), weights)
     if schedule == "pipedream":
