@@ -91,8 +91,8 @@ def test_nesterov_mutant_is_caught():
 
 
 DESC_ORBIT = ("T3[Nesterov] N1: the parameter sequence of production SGD(momentum=b, "
-              "dampening=b) in DelayedOptimizer(correction='nesterov') on h x^2/2 is "
-              "annihilated by det(zI - A) of theory.nesterov's look-ahead state matrix; "
+              "dampening=b) in DelayedOptimizer(correction='nesterov') on h·x²/2 is "
+              "annihilated by det(zI − A) of theory.nesterov's look-ahead state matrix; "
               "measured = max relative residual, bound = 1e-11")
 
 

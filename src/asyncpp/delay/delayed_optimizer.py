@@ -91,12 +91,13 @@ class DelayedOptimizer:
     Args:
         optimizer: any ``torch.optim.Optimizer``.
         delay: an integer τ ≥ 0, or one integer per parameter group (original PipeDream:
-            group s of P holds stage s and gets τ_s = P−1−s).
+            group s of P holds stage s and gets :math:`\tau_s = P-1-s`).
         correction: ``"none"``, ``"ef"`` (update-level Error Feedback), ``"taylor"`` or
             ``"nesterov"`` (delay-aware Nesterov look-ahead, :mod:`asyncpp.delay.nesterov`).
         ef_gamma: γ of EF(γ), :math:`x_{t+1} = x_t - (1+\gamma)u^{(t)} + \gamma u^{(t-1)}`: a
             number ≥ 0 (default 1, the paper's EF), one number per parameter group, or
-            ``"auto"`` (γ*(β_g, τ_g) per group, β_g read from the group's ``momentum``, or
+            ``"auto"`` (:math:`\gamma^*(\beta_g, \tau_g)` per group, :math:`\beta_g` read from
+            the group's ``momentum``, or
             ``betas[0]`` for the Adam family, Lion, SOAP, ... — a heuristic outside T3's
             model). The resolved values are ``ef_gammas``. Only meaningful with
             ``correction="ef"``: any other value than 1 with another correction is an error.
@@ -108,8 +109,8 @@ class DelayedOptimizer:
         taylor_lambda: λ of the Taylor correction.
         sync_start, sync_cooldown, total_steps: synchronous windows (see module docstring).
         formulation: ``"gradient"`` or ``"update"`` (see module docstring).
-        track_updates: record ‖u‖ and the drift ‖u^{(t)} − u^{(t−1)}‖ of every applied step
-            in :attr:`stats` (keeps one update-sized buffer per parameter for the drift;
+        track_updates: record ‖u‖ and the drift :math:`\|u^{(t)} - u^{(t-1)}\|` of every applied
+            step in :attr:`stats` (keeps one update-sized buffer per parameter for the drift;
             never changes the trajectory).
     """
 

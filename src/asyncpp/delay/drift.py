@@ -160,7 +160,7 @@ class SpectralDrift:
 
     Call :meth:`observe` after every ``step()`` of a ``track_updates=True`` optimizer that
     applied exactly one update per group (it reads ``last_applied``); it keeps one copy of the
-    previous update (opt-in: the trainer's :class:`DriftMeter` does not). ``lrs`` gives η_i per
+    previous update (opt-in: the trainer's :class:`DriftMeter` does not). ``lrs`` gives ηᵢ per
     parameter group (Muon's shape-adjusted lr if it differs per matrix: pass a callable
     ``(group_index, param) -> η``)."""
 
@@ -177,7 +177,7 @@ class SpectralDrift:
         return float(self.lrs[g])
 
     def observe(self, dopt: DelayedOptimizer) -> float | None:
-        """Read the update just applied; returns δ_n (None for the first update)."""
+        """Read the update just applied; returns δₙ (None for the first update)."""
         import torch
 
         if not dopt.track_updates:
@@ -212,7 +212,7 @@ class SpectralDrift:
 
     def state_dict(self, dopt: DelayedOptimizer) -> dict:
         """The previous update (by group and position, so it survives a reload) and the
-        values so far: a resumed run reports the same δ_n as an uninterrupted one."""
+        values so far: a resumed run reports the same δₙ as an uninterrupted one."""
         where = {id(p): (g, i) for g, group in enumerate(dopt.param_groups)
                  for i, p in enumerate(group["params"])}
         prev = None if self.prev is None else [

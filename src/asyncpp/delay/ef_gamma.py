@@ -162,8 +162,9 @@ def group_beta(group: dict) -> tuple[float, bool]:
 
 
 def resolve_ef_gamma(ef_gamma, groups: Sequence[dict], delays: Sequence[int]) -> tuple[float, ...]:
-    """One γ per parameter group from a number, a per-group sequence of numbers, or
-    ``"auto"`` (γ*(β_g, τ_g) with β_g from :func:`group_beta`, τ_g the group's delay).
+    r"""One γ per parameter group from a number, a per-group sequence of numbers, or
+    ``"auto"`` (:math:`\gamma^*(\beta_g, \tau_g)` with :math:`\beta_g` from :func:`group_beta`,
+    :math:`\tau_g` the group's delay).
 
     Raises one ``ValueError`` naming the bad value for anything else (negative, non-finite,
     wrong length, unknown string)."""

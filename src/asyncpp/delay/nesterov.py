@@ -7,9 +7,8 @@ for the staleness of the gradient. The authors' code (PluralisResearch/AsyncPP,
 ``main_with_runtime.py`` + ``optim/nadamw.py``) realises it as PipeDream weight stashing with
 ``torch.optim.NAdam`` (decoupled weight decay, β₁ = 0.99, ``--adaptive_momentum`` raising β₁
 with the stage's delay): a base optimizer whose update already contains a Nesterov look-ahead.
-The paper's full text was not reachable from our sources; the rule below is our reading of
-"the gradient is taken where the weights will be when the stale gradient is applied",
-stated so that it is exact and testable.
+The rule below is our reading of "the gradient is taken where the weights will be when the
+stale gradient is applied", stated so that it is exact and testable.
 
 **The rule.** Let :math:`x_t` be the plain delayed sequence,
 :math:`x_{t+1} = x_t - u(t)` with :math:`u(t) = U(g;\,\cdot)` the wrapped optimizer's update
@@ -34,7 +33,7 @@ which is the EF(γ) recursion with γ = c (``asyncpp.delay.ef_gamma``): in updat
 delay-aware Nesterov look-ahead *is* an extrapolation of the last update by c steps. This
 module computes c per parameter group; :class:`~asyncpp.delay.DelayedOptimizer` applies the
 recursion with the same fused ops as EF, so the two corrections share one tested code path.
-For PipeDream, group s has τ_s = P−1−s and gets :math:`c_{\tau_s}(\beta)`.
+For PipeDream, group s has :math:`\tau_s = P-1-s` and gets :math:`c_{\tau_s}(\beta)`.
 
 β is the momentum of the wrapped optimizer (``"auto"``: SGD/Muon ``momentum``, or β₁ of
 the Adam family, read per group as for ``ef_gamma="auto"``) or a number in [0, 1).
@@ -66,8 +65,8 @@ def lookahead_coefficient(beta: float, tau: int) -> float:
 
 def resolve_nesterov(nesterov_beta, groups: Sequence[dict],
                      delays: Sequence[int]) -> tuple[float, ...]:
-    """One look-ahead coefficient c per parameter group, from ``nesterov_beta``: ``"auto"``
-    (β_g read from the group, :func:`~asyncpp.delay.group_beta`), one number in
+    r"""One look-ahead coefficient c per parameter group, from ``nesterov_beta``: ``"auto"``
+    (:math:`\beta_g` read from the group, :func:`~asyncpp.delay.group_beta`), one number in
     [0, 1), or one number per group. One ``ValueError`` naming the bad value otherwise."""
     n = len(groups)
     if isinstance(nesterov_beta, str):

@@ -82,7 +82,7 @@ class DelaySchedule:
         )
 
     def delay_at(self, step: int, group: int = 0) -> int:
-        """τ_g(t): the delay of parameter group ``group`` at step ``step``."""
+        r"""The delay :math:`\tau_g(t)` of parameter group ``group`` at step ``step``."""
         return 0 if self.in_sync_window(step) else self.delays[group]
 
     @property

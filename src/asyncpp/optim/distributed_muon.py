@@ -101,7 +101,7 @@ class DistributedMuon(Muon):
         bucket_numel: largest number of elements one rank contributes to one all-gather; the
             parameter exchange runs in as many rounds as needed, which caps the temporary
             buffers at about ``world_size * bucket_numel`` elements.
-        **muon_hparams: every hyper-parameter of :class:`~asyncpp.optim.Muon` (``lr``,
+        muon_hparams: every hyper-parameter of :class:`~asyncpp.optim.Muon` (``lr``,
             ``momentum``, ``nesterov``, ``weight_decay``, ``ns_*``, ``adjust_lr_fn``,
             ``adamw_*``), with the same defaults.
 

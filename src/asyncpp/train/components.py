@@ -92,7 +92,7 @@ def optimizer_hparams(cfg: Config, device: torch.device) -> dict:
 def build_stage_optimizer(cfg: Config, named_params, stage: int,
                           device: torch.device, dp_group=None) -> DelayedOptimizer:
     """The optimizer of pipeline stage ``stage`` over its ``(name, param)`` pairs, wrapped in a
-    :class:`DelayedOptimizer` with the stage's delay τ_s and the configured correction. With
+    :class:`DelayedOptimizer` with the stage's delay τₛ and the configured correction. With
     ``dp_group`` (the stage's data-parallel replicas) and Muon with ``optimizer.shard`` on or
     auto, the Muon side is a :class:`~asyncpp.optim.DistributedMuon` (ZeRO-1: each replica
     keeps the momentum of, and orthogonalises, its share of the matrices)."""

@@ -163,24 +163,25 @@ class OptimizerSection:
 class DelaySection:
     correction: str = opt("none", "none, ef (error feedback), taylor or nesterov (delay-aware "
                           "Nesterov look-ahead, Ajanthan et al. 2025)", choices=CORRECTIONS)
-    ef_gamma: str = opt("1", "EF(gamma): x(t+1) = x(t) - (1+g)u(t) + g u(t-1); a number g >= 0 "
-                        "(1 = the paper's EF, 0 = none, tau = tau-scaled) or auto: T3's "
-                        "g*(beta, tau) per stage (beta = momentum, or beta1 for Adam-type "
-                        "optimizers, a heuristic there)")
+    ef_gamma: str = opt("1", "EF(γ): each step applies (1+γ)·uₙ − γ·uₙ₋₁ for the update uₙ; "
+                        "a number γ ≥ 0 (1 = the paper's EF, 0 = none, tau = γ equal to the "
+                        "delay) or auto: T3's γ*(β, τ) per stage (β = momentum, or β₁ for "
+                        "Adam-type optimizers, a heuristic there)")
     taylor_lambda: float = opt(0.1, "lambda of the Taylor (DC-ASGD) correction", lo=0.0)
-    nesterov_beta: str = opt("auto", "nesterov: beta of the look-ahead theta = x + c(x - x_prev), "
-                             "c = beta + ... + beta^(tau+1) per stage; auto (the optimizer's "
-                             "momentum, or beta1 for Adam-type optimizers) or a number in [0, 1)")
+    nesterov_beta: str = opt("auto", "nesterov: β of the look-ahead θ = x + c·(x − x′) from the "
+                             "previous weights x′, c = β + β² + … (τ + 1 terms, τ the stage's "
+                             "delay); auto (the optimizer's momentum, or β₁ for Adam-type "
+                             "optimizers) or a number in [0, 1)")
     sync_start: int = opt(0, "first N steps synchronous", lo=0)
     sync_cooldown: int = opt(0, "last N steps synchronous", lo=0)
     formulation: str = opt("gradient", "gradient (what the pipeline realises) or update",
                            choices=FORMULATIONS)
-    track_updates: bool = opt(False, "log the update norm and drift ||u_n - u_(n-1)|| per step "
+    track_updates: bool = opt(False, "log the update norm ‖uₙ‖ and drift ‖uₙ − uₙ₋₁‖ per step "
                               "(metrics.jsonl) and their mean ratio (summary.json); costs one "
                               "parameter-sized buffer")
     spectral_drift: bool = opt(False, "with track_updates, also log T2's drift in its own norm "
-                               "per step: delta = max over matrices ||u_n/lr_n - "
-                               "u_(n-1)/lr_(n-1)||_2 (metrics.jsonl: spectral_drift; "
+                               "per step: δ = the largest over matrices of the spectral norm "
+                               "‖uₙ/lrₙ − uₙ₋₁/lrₙ₋₁‖ (metrics.jsonl: spectral_drift; "
                                "summary.json: its mean); one SVD per matrix per update, one "
                                "process only")
 
@@ -238,7 +239,7 @@ class Config:
         return get_spec(self.pipeline.schedule)
 
     def stage_delays(self) -> list[int]:
-        """Delay τ_s of each stage: 2bw 1, pipedream P−1−s, synchronous schedules 0."""
+        """Delay τₛ of each stage s: 2bw 1, pipedream P−1−s, synchronous schedules 0."""
         return self.schedule_spec.stage_delays(self.pipeline.stages)
 
     def to_dict(self) -> dict:

@@ -20,7 +20,7 @@ class StepOut:
     ``loss``: 0-dim (None where this rank does not see the loss); ``grad_sq``: one squared
     gradient norm per update of the step (this rank's share under torchrun); ``aux``: MoE
     load-balancing loss (0-dim) or None; ``drift``: (U², D²) per update with
-    ``delay.track_updates``; ``spectral``: T2's δ_n per update with
+    ``delay.track_updates``; ``spectral``: T2's δₙ per update with
     ``delay.spectral_drift`` (host floats); ``skipped``: a non-finite step skipped
     (``on_nonfinite=skip``).
     """
