@@ -42,12 +42,14 @@ def table_md(rows=None) -> str:
     import asyncpp_book as ab
 
     rows = table_rows() if rows is None else rows
-    header = ["τ", "β", "sync 2(1+β)/(1−β)", "none", "EF (γ=1)", "EF(γ=τ)", "γ*",
-              "EF(γ*)", "EF(γ*)/EF", "certified"]
-    body = [[r["tau"], r["beta"], r["sync"], r["none"], r["ef"], r["ef_tau"],
-             r["gamma_star"], r["ef_gamma_star"], r["ef_gamma_star"] / r["ef"],
-             "yes" if r["certified"] else "**no**"] for r in rows]
-    return ab.md_table(header, body, "rr" + "r" * 7 + "c")
+    steps = [[r["tau"], r["beta"], r["sync"], r["none"], r["ef"], r["ef_tau"]] for r in rows]
+    best = [[r["tau"], r["beta"], r["gamma_star"], r["ef_gamma_star"],
+             r["ef_gamma_star"] / r["ef"], "yes" if r["certified"] else "**no**"] for r in rows]
+    return ("**The critical step $c^*$ per correction**\n\n"
+            + ab.md_table(["τ", "β", "sync", "none", "EF (γ = 1)", "EF (γ = τ)"], steps, "rrrrrr")
+            + "\n\n**EF(γ\\*): γ\\*, its critical step and its gain over EF**\n\n"
+            + ab.md_table(["τ", "β", "γ*", "EF(γ*)", "EF(γ*) / EF", "certified"], best,
+                          "rrrrrc"))
 
 
 def limits_md(taus=(1, 2, 3, 4, 5)) -> str:
@@ -251,7 +253,7 @@ def figure():
     from theory import stability as T3
 
     betas = np.linspace(0.0, 0.99, 24)
-    fig, axes = plt.subplots(1, 3, figsize=(11, 3.8))
+    fig, axes = plt.subplots(1, 3, figsize=(7, 3.6))
     ax = axes[0]
     ax.plot(betas, [T3.critical_step(b, 0) for b in betas], "k-", label="synchronous")
     colors = {1: "C0", 2: "C1", 3: "C2"}
@@ -263,21 +265,21 @@ def figure():
         ax.plot(betas, [T3.critical_step(b, tau, True) for b in betas], "--", color=col)
         ax.plot(betas, [T3.critical_step(b, tau, True, gamma=g)
                         for b, g in zip(betas, gstar[tau])], "-", color=col,
-                label=f"τ = {tau}: EF(γ*) — / EF - - / none ⋯")
+                label=f"τ = {tau}")
     ax.set_yscale("log")
     ax.set_xlabel("momentum β")
-    ax.set_ylabel("critical step c* = η*h")
+    ax.set_ylabel("c* = η*h")
     ax.set_title("critical step")
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=9)
     ax = axes[1]
     for tau in TAUS:
         ax.plot(betas, gstar[tau], "-", color=colors[tau], label=f"τ = {tau}")
         ax.axhline(T3.beta_one_limit(tau)[0], color=colors[tau], lw=0.6, ls=":")
-    ax.plot(betas, 2 * betas / (2 - betas) ** 2, "k--", lw=0.8, label="2β/(2−β)² (τ = 1)")
+    ax.plot(betas, 2 * betas / (2 - betas) ** 2, "k--", lw=0.8, label="2β/(2−β)²")
     ax.set_xlabel("momentum β")
     ax.set_ylabel("γ*")
-    ax.set_title("optimal EF coefficient (dotted: β → 1)")
-    ax.legend(fontsize=7)
+    ax.set_title("optimal γ*")
+    ax.legend(fontsize=9)
     ax = axes[2]
     b = 0.9
     gammas = np.linspace(0.0, 6.0, 121)
@@ -289,8 +291,8 @@ def figure():
         ax.plot([1.0], [T3.critical_step(b, tau, True)], "s", color=colors[tau], mfc="none")
     ax.set_xlabel("γ")
     ax.set_ylabel("c*(0.9, τ, γ)")
-    ax.set_title("β = 0.9: ● γ*, □ the paper's EF")
-    ax.legend(fontsize=7)
+    ax.set_title("β = 0.9")
+    ax.legend(fontsize=9)
     for a in axes:
         a.grid(alpha=0.3)
     fig.tight_layout()
@@ -314,7 +316,38 @@ def stability_edge_md() -> str:
         "stability_edge", root / "experiments" / "stability_edge.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    return mod.report(json.loads(path.read_text()))
+    results = json.loads(path.read_text())
+    cells, preds = results.get("cells", {}), results.get("predictions", {})
+    keys = sorted({tuple(k.split("/")[:2]) for k in cells})
+    names = {"sync": "sync", "async": "async", "ef": "EF", "ef_gamma_star": "EF(γ\\*)"}
+    edges = []
+    for name, b in keys:
+        row = [cells.get(f"{name}/{b}/{m}") for m in mod.MODES]
+        edges.append([name, b] + [
+            "—" if not c else f"≥ {c['lr_edge']:.3g}" if c.get("no_edge_below")
+            else f"{c['lr_edge']:.3g}" for c in row]
+            + [str(sum(c["runs"] for c in row if c)),
+               "yes" if all(c["monotone"] for c in row if c) else "**no**"])
+    out = ["**The largest stable lr per mode** (≥: no edge below the search's ceiling)",
+           ab.md_table(["optimizer", "β"] + [names[m] for m in mod.MODES]
+                       + ["runs", "monotone"], edges, "lr" + "r" * len(mod.MODES) + "rc")]
+    betas = sorted({b for _, b in keys}, key=float)
+    for opt in sorted({n for n, _ in keys}):
+        body = []
+        for a, d in mod.RATIOS:
+            row = [f"{names[a]} / {names[d]}"]
+            for b in betas:
+                ca, cd = cells.get(f"{opt}/{b}/{a}"), cells.get(f"{opt}/{b}/{d}")
+                row.append("—" if not (ca and cd) else "no edge"
+                           if ca.get("no_edge_below") or cd.get("no_edge_below")
+                           else f"{ca['lr_edge'] / cd['lr_edge']:.3g}")
+                pred = preds.get(b, {}).get("ratios", {}).get(f"{a}/{d}", float("nan"))
+                row.append(f"{pred:.3g}")
+            body.append(row)
+        head = ["ratio"] + [h for b in betas for h in (f"β = {b}", "T3")]
+        out += [f"**{opt}: measured ratios of the edges, T3's beside them**",
+                ab.md_table(head, body, "l" + "r" * (2 * len(betas)))]
+    return "\n\n".join(out)
 
 
 __all__ = ["BETAS", "TAUS", "certificate_md", "closed_form_md", "columns_md", "figure",

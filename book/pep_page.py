@@ -92,16 +92,17 @@ def edges_md(res: dict, beta: float) -> str:
     rows = edges_rows(res, beta)
     ks = sorted({k for r in rows for k in r["pep"]})
     kn = sorted({k for r in rows for k in r["nc"]})
-    header = ["τ", "correction", "γ", "T3 c*"]
-    header += [f"K = {k}: quadratics / class" for k in ks]
-    header += [f"non-convex, K = {k}" for k in kn]
-    body = []
-    for r in rows:
-        line = [r["tau"], r["label"], r["gamma"], r["c_star"]]
-        line += [f"{ab.fmt(r['quad'][k])} / **{ab.fmt(r['pep'][k])}**" for k in ks]
-        line += [r["nc"][k] for k in kn]
-        body.append(line)
-    return ab.md_table(header, body, "rlrr" + "r" * (len(ks) + len(kn)))
+    steps = [[r["tau"], r["label"], r["gamma"], r["c_star"]] + [r["nc"][k] for k in kn]
+             for r in rows]
+    convex = [[r["tau"], r["label"]]
+              + [f"{ab.fmt(r['quad'][k])} / **{ab.fmt(r['pep'][k])}**" for k in ks]
+              for r in rows]
+    return ("**T3's critical step and the non-convex edges**\n\n"
+            + ab.md_table(["τ", "correction", "γ", "T3 c*"]
+                          + [f"non-convex K = {k}" for k in kn], steps, "rlrr" + "r" * len(kn))
+            + "\n\n**The convex edges: quadratics / the whole class** (bold)\n\n"
+            + ab.md_table(["τ", "correction"] + [f"K = {k}" for k in ks], convex,
+                          "rl" + "r" * len(ks)))
 
 
 def summary(res: dict) -> dict:
