@@ -64,6 +64,7 @@ from report_common import (  # noqa: E402,F401
     grid,
     load_results,
     loss,
+    page_md,
     pair,
     share,
     spectral_drift,

@@ -56,10 +56,10 @@ def share_diff_text(p, digits: int = 0) -> str:
 
 def _efg_tables(R, rows: list[tuple[list[str], str, str, str, str]], head: list[str]) -> str:
     """Losses, shares and the paired EF(γ*) − EF comparison of rows (labels, s, a, e, g)."""
-    losses = grid([*head, "sync", "async (2BW, τ = 1)", "async + EF", "async + EF(γ*)"],
+    losses = grid([*head, "sync", "async", "async + EF", "async + EF(γ*)"],
                   [[*lab, loss(R, s), loss(R, a), loss(R, e), loss(R, g)]
                    for lab, s, a, e, g in rows])
-    shares = grid([*head, "EF recovers (per seed)", "EF(γ*) recovers (per seed)",
+    shares = grid([*head, "EF recovers", "EF(γ*) recovers",
                    "EF(γ*) − EF share: mean ± sd [95 %], seeds agreeing"],
                   [[*lab, share_val(R, s, a, e), share_val(R, s, a, g),
                     share_diff_text(share_diff(R, s, a, e, g))] for lab, s, a, e, g in rows])
@@ -84,7 +84,7 @@ def table_efg_beta(R) -> str:
         v = _tc.beta_variant("muon", b)
         rows.append(([f"{b:g}", f"{2 * b / (2 - b) ** 2:.2f}"],
                      *(_tc.name("muon", m, beta=v) for m in ("sync", "async", "ef", "efg"))))
-    return _efg_tables(R, rows, ["Muon momentum β", "γ*(β, 1)"])
+    return _efg_tables(R, rows, ["Muon momentum β", "γ* (τ = 1)"])
 
 
 def table_efg_depth(R) -> str:
@@ -105,7 +105,7 @@ def table_efg_depth(R) -> str:
     return "\n\n".join([
         f"Reference (synchronous, P = 2, {LABEL[o]}): {loss(R, ref)}",
         grid(["P", "2BW", "PipeDream", "PipeDream + EF", "PipeDream + EF(γ*)"], rows),
-        grid(["P", "EF closes (per seed)", "EF(γ*) closes (per seed)",
+        grid(["P", "EF closes", "EF(γ*) closes",
               "EF(γ*) − EF share: mean ± sd [95 %], seeds agreeing"], shares),
         grid(["P", "comparison", *COMPARE_HEAD], cmp)])
 
@@ -145,7 +145,7 @@ def table_nag(R) -> str:
     return "\n\n".join([
         f"Synchronous references (P = 2): {refs}.",
         grid(["optimizer", "schedule", *(lab for _, lab in NAG_MODES)], losses),
-        grid(["optimizer", "schedule", *(f"{lab} recovers (per seed)" for _, lab in NAG_MODES[1:])],
+        grid(["optimizer", "schedule", *(f"{lab} recovers" for _, lab in NAG_MODES[1:])],
              shares),
         grid(["optimizer", "schedule", "comparison", *COMPARE_HEAD], cmp)])
 
@@ -188,8 +188,8 @@ def table_wpipe(R) -> str:
                 [LABEL[o], "WPipe − 2BW", *compare_cells(R, w, b)]]
     return "\n\n".join([
         grid(["optimizer", "sync (P = 2)", "WPipe", "WPipe + EF", "2BW", "2BW + EF"], losses),
-        grid(["optimizer", "EF recovers, WPipe (per seed)", "EF recovers, 2BW (per seed)",
-              "gap WPipe / gap 2BW (per seed)"], shares),
+        grid(["optimizer", "EF recovers, WPipe", "EF recovers, 2BW", "gap WPipe / gap 2BW"],
+             shares),
         grid(["optimizer", "comparison", *COMPARE_HEAD], cmp)])
 
 
@@ -219,8 +219,9 @@ def nag_caption(R) -> str:
     return (f"The deep model cut in P = {NAG_P} stages (simulated), Muon and AdamW, against the "
             "synchronous reference of the same optimizer (P = 2, 1F1B; Muon's is Table 4's "
             "`deep-sync`; Muon's uncorrected cells are Table 4's and its PipeDream EF and "
-            f"EF(γ*) cells are efg-depth's). Stage delays: 2BW τ = {d2}; PipeDream τ_s = P − 1 − "
-            f"s = {dp}. Corrections, with $u_t$ the update applied at step $t$: EF "
+            f"EF(γ*) cells are efg-depth's). Stage delays: 2BW τ = {d2}; PipeDream "
+            f"$\\tau_s = P - 1 - s$ = {dp}. Corrections, with $u_t$ the update applied at "
+            "step $t$: EF "
             "$x_{t+1} = x_t - 2u_t + u_{t-1}$; EF(γ*) $x_{t+1} = x_t - (1+\\gamma)u_t + "
             "\\gamma u_{t-1}$ with $\\gamma = \\gamma^*(\\beta, \\tau_s)$ of T3 per stage "
             "(`--delay.ef_gamma auto`); Nesterov (`--delay.correction nesterov`) takes the "
@@ -228,7 +229,9 @@ def nag_caption(R) -> str:
             "$\\kappa = \\beta + \\dots + \\beta^{\\tau+1}$, which on the stored weights is "
             "EF with $\\gamma = \\kappa$ (`src/asyncpp/delay/nesterov.py`). β is the "
             "optimizer's momentum (Muon's momentum, AdamW's β₁); per stage, " + "; ".join(parts)
-            + ". Shares recovered are (none − mode)/(none − sync) on the seed means over the "
+            + ". The share a correction recovers is "
+            "$(L_\\text{none} - L_\\text{corrected})/(L_\\text{none} - L_\\text{sync})$ on the "
+            "seed means over the "
             "seeds the three cells share, with the seeds' own shares in parentheses.")
 
 

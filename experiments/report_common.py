@@ -131,6 +131,134 @@ def grid(head: list[str], rows: list[list]) -> str:
     return "\n".join(lines)
 
 
+# -- a table on a narrow page -------------------------------------------------------------------
+NBSP = "\u00a0"
+SHORT_CELL = 24  # characters: a label or value this short reads as one unit, on one line
+_KEEP_TOGETHER = (  # the parts of one value, which a line break would split
+    (re.compile(r"(?<=\d) ± (?=\d)"), f"{NBSP}±{NBSP}"),        # mean ± sd
+    (re.compile(r"(?<=\d), (?=[+−]?\d[\d.]*\])"), f",{NBSP}"),    # [lo, hi]
+    (re.compile(r"(?<=\d) (?=%)"), NBSP),                         # 27 %
+    (re.compile(r"(?<=[τκβγηλP]) = (?=\S)"), f"{NBSP}={NBSP}"),    # τ = 1
+)
+
+
+def _cell_for_page(cell: str) -> str:
+    shown = re.sub(r"[*`]", "", cell).strip()
+    if len(shown) <= SHORT_CELL and "$" not in cell and "](" not in cell:
+        return cell.strip().replace(" ", NBSP).join((" ", " "))
+    for pat, rep in _KEEP_TOGETHER:
+        cell = pat.sub(rep, cell)
+    return cell
+
+
+COLUMN_PX = 650  # the page's content column (about 688 px), less a margin for the estimate
+# 16-px text (bold in a header); a long cell wraps to about WRAPPED_PX
+CHAR_PX, HEAD_CHAR_PX, CELL_PAD_PX, WRAPPED_PX = 9.0, 10.0, 16, 140
+
+
+def _width_px(cell: str, head: bool = False) -> float:
+    """A generous estimate of the width a cell needs: a short one on one line, a long one
+    (which wraps) about :data:`WRAPPED_PX`."""
+    shown = re.sub(r"[*`]", "", cell).strip()
+    if len(shown) > SHORT_CELL:
+        return WRAPPED_PX + CELL_PAD_PX
+    return len(shown) * (HEAD_CHAR_PX if head else CHAR_PX) + CELL_PAD_PX
+
+
+def _is_label(column: list[str]) -> bool:
+    """A column that names its row (optimizer, β, P, a comparison) rather than holding values:
+    no n in its header, and no mean ± sd, interval, share, signed difference or "—" below."""
+    return "(n=" not in column[0] and all(
+        len(c.strip()) <= SHORT_CELL and not re.search(r"±|\[|%|—|/|diverged|^\s*[+−]", c)
+        for c in column[1:])
+
+
+def _split_wide(rows: list[list[str]]) -> list[list[list[str]]]:
+    """``rows`` (header first) as one or more tables of at most :data:`COLUMN_PX` estimated
+    width: the leading label columns are repeated, the value columns distributed in order."""
+    ncols = len(rows[0])
+    cols = [[r[j] if j < len(r) else "" for r in rows] for j in range(ncols)]
+    width = [max(_width_px(c, head=i == 0) for i, c in enumerate(col)) for col in cols]
+    if sum(width) <= COLUMN_PX:
+        return [rows]
+    nlab = 1
+    while nlab < ncols - 1 and _is_label(cols[nlab]):
+        nlab += 1
+    values, room = list(range(nlab, ncols)), COLUMN_PX - sum(width[:nlab])
+    for parts in range(2, len(values) + 1):  # the fewest tables of near-equal column counts
+        size = -(-len(values) // parts)
+        chunks = [values[i:i + size] for i in range(0, len(values), size)]
+        if all(sum(width[k] for k in c) <= room for c in chunks):
+            break
+    return [[[r[k] for k in [*range(nlab), *chunk]] for r in rows] for chunk in chunks]
+
+
+# A page's shorter headers for tables.md's (the page's text says what they stand for).
+PAGE_HEAD = {"async (2BW, τ = 1)": "async", "EF recovers (per seed)": "EF recovers",
+             "seeds agreeing": "seeds"}
+_N_SUFFIX = re.compile(r"\s*\(n=\d+\)\s*$")
+
+
+def _compact(rows: list[list[str]]) -> list[list[str]]:
+    """Short headers (:data:`PAGE_HEAD`), and a difference and its 95 % interval in one cell
+    ("+0.161 ± 0.025 [+0.100, +0.222]"; ``COMPARE_HEAD``'s first two columns)."""
+    head = []
+    for h in rows[0]:
+        base, n = _N_SUFFIX.sub("", h).strip(), _N_SUFFIX.search(h)
+        head.append(f" {PAGE_HEAD.get(base, base)}{n.group(0) if n else ''} ")
+    rows = [head, *rows[1:]]
+    bases = [_N_SUFFIX.sub("", h).strip() for h in head]
+    for j in range(len(bases) - 1):
+        if bases[j] == COMPARE_HEAD[0] and bases[j + 1] == COMPARE_HEAD[1]:
+            n = _N_SUFFIX.search(head[j])
+            merged = [f" difference [95 % CI]{n.group(0) if n else ''} "]
+            for r in rows[1:]:
+                d, ci = r[j].strip(), r[j + 1].strip()
+                merged.append(f" {d} " if ci == "—" else f" {d} {ci} ")
+            return [[*r[:j], m, *r[j + 2:]] for r, m in zip(rows, merged)]
+    return rows
+
+
+def _table_for_page(lines: list[str]) -> list[str]:
+    rows = _compact([[c for c in ln.strip()[1:-1].split("|")] for ln in lines if
+                     not re.fullmatch(r"[|\s:-]+", ln.strip())])
+    head, body = rows[0], rows[1:]
+    out: list[str] = []
+    for part in _split_wide([head, *body]):
+        if out:
+            out.append("")
+        out.append("|" + "|".join(_cell_for_page(c) for c in part[0]) + "|")
+        out.append("|" + " --- |" * len(part[0]))
+        out += ["|" + "|".join(_cell_for_page(c) for c in r) + "|" for r in part[1:]]
+    return out
+
+
+def page_md(md: str) -> str:
+    """``md`` for a page about 700 px wide. In its tables a short cell (a label, a value,
+    ≤ :data:`SHORT_CELL` characters) is kept on one line by no-break spaces, and in a longer
+    one the parts of each value (mean ± sd, an interval [lo, hi], a percentage, τ = 1) are kept
+    together, so a narrow column breaks between the words of a sentence, never inside a label
+    or a number; headers are shortened and a difference shares its cell with its interval
+    (:func:`_compact`); a table still too wide for the column is split into tables that fit,
+    each repeating the row labels (the leading label columns). Text outside tables is unchanged,
+    and ``tables.md`` keeps its tables whole."""
+    out: list[str] = []
+    block: list[str] = []
+    for line in [*md.splitlines(), ""]:
+        body = line.strip()
+        if body.startswith("|") and body.endswith("|"):
+            block.append(line)
+            continue
+        if len(block) >= 2 and re.fullmatch(r"[|\s:-]+", block[1].strip()):
+            out += _table_for_page(block)
+        else:
+            out += block
+        block = []
+        out.append(line)
+    out.pop()
+    return "\n".join(out) + ("\n" if md.endswith("\n") else "")
+
+
 # -- paired differences ------------------------------------------------------------------------
 def pair(R, x: str, y: str, seeds=None) -> stats.Paired | None:
     """The paired difference x − y of two cells' final val losses over the seeds both have
@@ -265,7 +393,8 @@ def section(t: str, body: list[str]) -> list[str]:
     return [f"## {tables.TABLES[t].title}", *body]
 
 
-__all__ = ["COMPARE_HEAD", "LABEL", "MIT_LABEL", "PAPER_360M", "Val", "compare_cells", "diffs",
-           "diff_val", "drift", "grid", "interval_text", "load_results", "loss", "lr_of",
-           "minus", "pair", "pct", "section", "share", "share_diff", "share_val",
+__all__ = ["COMPARE_HEAD", "LABEL", "MIT_LABEL", "PAPER_360M", "Val",
+           "compare_cells", "diffs", "diff_val", "drift", "grid", "interval_text",
+           "load_results", "loss", "lr_of",
+           "minus", "page_md", "pair", "pct", "section", "share", "share_diff", "share_val",
            "spectral_drift", "summary_text", "tc", "values", "vals", "verdict"]

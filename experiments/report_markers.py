@@ -131,7 +131,8 @@ def number(key: str) -> str:
     - ``zerogap/O`` — the zero-gap table's best correction of optimizer O ("EF(γ*)"),
       ``zerogappd/O`` its paired gap to sync with interval and signs, ``zerogapsd/O`` that gap
       in units of sync's seed sd, ``zerogapvd/O`` its verdict;
-    - ``paper/gap/O``, ``paper/rec/O`` — the paper's 360M gap and EF share (``PAPER_360M``).
+    - ``paper/gap/O``, ``paper/rec/O`` — the paper's 360M gap and EF share (``PAPER_360M``);
+      ``paper/gaprank/O`` where that gap ranks among the paper's ("smallest", …, "largest").
     """
     return minus(_number(key))
 
@@ -146,6 +147,12 @@ def _number(key: str) -> str:
         if kind == "rec":
             x = paper_share(args[0])
             return "—" if x is None else f"{x:.0f} %"
+        if kind == "gaprank":  # "smallest", "second smallest", …, "largest"
+            gaps = sorted(v[1] - v[0] for v in PAPER_360M.values())
+            k = gaps.index(a_ - s_)
+            if k == len(gaps) - 1:
+                return "largest"
+            return ("", "second ", "third ", "fourth ")[k] + "smallest"
         raise KeyError(f"unknown paper number {key!r}")
     R = _results_of(tier)
     d = int(dig) if dig else None

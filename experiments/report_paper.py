@@ -167,7 +167,7 @@ def table3(R, tier) -> str:
             if k != "async":
                 cmp.append(([LABEL[o], MIT_LABEL[k]], c, a))
     return (grid(["optimizer", "variant", "val loss", "gap to sync",
-                  "share of the gap recovered (per seed)"],
+                  "share recovered"],
                  rows) + "\n\nEach mitigation against the uncorrected async run "
             "(mitigation − async; negative: the mitigation lowers the loss):\n\n"
             + _comparisons(R, cmp, ["optimizer", "variant"]))
@@ -201,9 +201,10 @@ def table4(R) -> str:
         cmp += [([P, "2BW"], b, ref), ([P, "PipeDream"], p, ref)]
     return "\n".join([
         f"Reference (synchronous, {LABEL[_tc.DEPTH_OPT]}, updates × sequences "
-        f"{_updates(R, ref)}): {loss(R, ref)}", "",
-        grid(["P", "2BW (τ = 1 every stage)", "PipeDream (τ_s = P − 1 − s)",
-              "PipeDream updates × sequences", "max delay"], rows), "",
+        f"{_updates(R, ref)}): {loss(R, ref)}. 2BW delays every stage by one step; PipeDream "
+        "delays stage s (of P) by P − 1 − s steps and makes one update per microbatch (its "
+        "updates column: updates × sequences per update).", "",
+        grid(["P", "2BW", "PipeDream", "PipeDream updates", "max delay"], rows), "",
         "Each schedule against the synchronous reference (schedule − sync):", "",
         _comparisons(R, cmp, ["P", "schedule"])])
 
@@ -229,8 +230,8 @@ def table7(R) -> str:
             rows.append([LABEL[o], lab, loss(R, s), loss(R, a), loss(R, e),
                          share_val(R, s, a, e)])
             cmp += [([LABEL[o], lab, "async − sync"], a, s), ([LABEL[o], lab, "EF − sync"], e, s)]
-    return (grid(["optimizer", "lr", "sync", "async", "async + EF", "EF recovers (per seed)"],
-                 rows) + "\n\n" + _comparisons(R, cmp, ["optimizer", "lr", "comparison"]))
+    return (grid(["optimizer", "lr", "sync", "async", "async + EF", "EF recovers"], rows)
+            + "\n\n" + _comparisons(R, cmp, ["optimizer", "lr", "comparison"]))
 
 
 LMO_METHODS = {"muon": "spectral-norm ball", "lion": "ℓ∞ ball (sign)"}
@@ -248,8 +249,8 @@ def table6(R) -> tuple[str, list[tuple[float, float, str]]]:
                      verdict(pair(R, e, a)), LMO_METHODS.get(o, "no")])
         if da and rec is not None:
             pts.append((statistics.fmean(da), rec, o))
-    lines = [grid(["optimizer", "drift ρ̄ (async)", "drift ρ̄ (async + EF)",
-                   "EF recovers (per seed)", "EF − async", "LMO method (T2 applies)"], rows)]
+    lines = [grid(["optimizer", "ρ̄ async", "ρ̄ async + EF", "EF recovers", "EF − async",
+                   "LMO (T2)"], rows)]
     if len(pts) >= 3:
         xs, ys = [p[0] for p in pts], [p[1] for p in pts]
         lines += ["", minus(f"Pearson correlation of drift and % recovered over {len(pts)} "

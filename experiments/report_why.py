@@ -51,7 +51,7 @@ def table_h1(R) -> str:
                     [LABEL[o], frac(f), "EF − sync", *compare_cells(R, e, s, H1_SEEDS)]]
     return "\n\n".join([
         grid(["optimizer", "lr / lr*", "lr", "sync", "async", "async + EF",
-              "EF recovers (per seed)"], losses),
+              "EF recovers"], losses),
         grid(["optimizer", "lr / lr*", "comparison", *COMPARE_HEAD], cmp)])
 
 
@@ -132,7 +132,7 @@ def table_h5(R, tier=None) -> str:
               for label, lr, s, a, e in rows]
     cmp = [[label, f"{lr:g}", *compare_cells(R, a, s, H5_SEEDS)] for label, lr, s, a, e in rows]
     return "\n\n".join([
-        grid(["Adan β₁, β₂, β₃", "lr", "sync", "async", "async + EF", "EF recovers (per seed)"],
+        grid(["Adan β₁, β₂, β₃", "lr", "sync", "async", "async + EF", "EF recovers"],
              losses), "async − sync, paired by seed:",
         grid(["Adan β₁, β₂, β₃", "lr", *COMPARE_HEAD], cmp)])
 
@@ -200,7 +200,7 @@ def table_h4(R, tier) -> str:
             cmp += [[LABEL[o], st, "async − sync", *compare_cells(R, a, s, H4_SEEDS)],
                     [LABEL[o], st, "EF − sync", *compare_cells(R, e, s, H4_SEEDS)]]
     return "\n\n".join([
-        grid(["optimizer", "steps", "sync", "async", "async + EF", "EF recovers (per seed)"],
+        grid(["optimizer", "steps", "sync", "async", "async + EF", "EF recovers"],
              losses),
         grid(["optimizer", "steps", "comparison", *COMPARE_HEAD], cmp)])
 
