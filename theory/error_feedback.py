@@ -245,6 +245,7 @@ def bound(Delta, L, rho, sigma, eta, alpha, K, tau=1, drift=None, eps1=0.0, eps2
     .. math::
         q\Big(\frac{\Delta_0}{\eta K} + \frac{L\eta r^2}{2}\Big)
         + C\Big(\frac{(1-\alpha)E_0}{\alpha K} + \sqrt{\frac{\alpha}{2-\alpha}}\,\rho\sigma
+
         + L\eta r\frac{1-\alpha}{\alpha} + L\eta(\mathrm{drift} + (\tau-1)r)\Big)
 
     [+ Lηr when ``point="iterate"``], :math:`r = 1+\epsilon_1`, :math:`q = 1/(1-\epsilon_2)`,

@@ -408,7 +408,7 @@ def critical_p_gamma_exprs():
 
     .. math::
         p_f = \frac{2(1-\beta)}{(1-\gamma\beta) + \sqrt{(1-\gamma\beta)^2 + 4\gamma^2(1-\beta)}},
-        \qquad
+
         p_g = \frac{2(1+\beta)}{\sqrt{(1-\gamma\beta)^2 + 4\gamma^2(1+\beta)} - (1-\gamma\beta)}.
     """
     a1 = 1 - gamma_sym * beta

@@ -328,6 +328,7 @@ def bound(Delta, L, rho, sigma, eta, alpha, K, taus, weights=None, eps1=0.0, eps
     .. math::
         q\Big(\frac{\Delta_0}{\eta K} + \Big(1+\frac{\Delta\tau}{K}\Big)\frac{L\eta r^2}{2}\Big)
         + C\Big(\Big(1+\frac{\Delta\tau}{K}\Big)\Big(\sqrt{\frac{\alpha}{2-\alpha}}\,\rho\sigma
+
         + L\eta r\Big(\frac{1-\alpha}{\alpha} + \tau_{\mathrm{eff}}\Big)\Big)
 
         + \frac{(1-\alpha)(E_0 + L\eta r(\tau_{\mathrm{eff}} - \tau_{\min}))}{\alpha K}\Big),

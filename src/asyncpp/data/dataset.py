@@ -205,7 +205,8 @@ def validation_plan(sources: list[Source], batch_size: int, num_batches: int, *,
     :math:`[l_s, h_s)`, :math:`W_s = h_s - l_s`) are one per stratum,
 
     .. math::
-        j_i = l_s + \left\lfloor \frac{(i + u_i)\, W_s}{n_s} \right\rfloor, \quad
+        j_i = l_s + \left\lfloor \frac{(i + u_i)\, W_s}{n_s} \right\rfloor,
+
         u_i \sim U[0, 1) \text{ drawn from } \mathtt{default\_rng}([\mathrm{seed}, l_s, W_s, n_s]),
 
     so the sample covers every part of every source, is the same at every evaluation and

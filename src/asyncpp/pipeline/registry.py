@@ -70,7 +70,7 @@ class ScheduleSpec:
         return self.grouped and stage >= num_stages // 2
 
     def stage_delay(self, num_stages: int, stage: int) -> int:
-        r"""τ_s: 0 (synchronous), 1 (2BW) or :math:`P-1-s` (PipeDream)."""
+        r"""The delay τₛ of stage s: 0 (synchronous), 1 (2BW) or :math:`P-1-s` (PipeDream)."""
         if not 0 <= stage < num_stages:
             raise ValueError(f"stage {stage} out of range for {num_stages} stages")
         if not self.asynchronous or self.in_second_group(num_stages, stage):
@@ -78,7 +78,7 @@ class ScheduleSpec:
         return num_stages - 1 - stage if self.per_microbatch_updates else 1
 
     def stage_delays(self, num_stages: int) -> list[int]:
-        """τ_s for every stage s of P."""
+        """The delay τₛ of every stage s of P."""
         return [self.stage_delay(num_stages, s) for s in range(num_stages)]
 
     def min_microbatches(self, num_stages: int) -> int:

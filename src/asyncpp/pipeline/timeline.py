@@ -3,7 +3,7 @@ programs in the actions' text form, a matplotlib figure for the book.
 
 The timeline and the figure take a :class:`~asyncpp.pipeline.simulator.SimResult` (or a
 :class:`~asyncpp.pipeline.schedules.Schedule`, simulated with the default durations
-t_f = 1, t_b = 2, t_c = 0).
+1 for a forward, 2 for a backward, 0 for communication).
 """
 
 from __future__ import annotations
