@@ -153,7 +153,7 @@ def _cell_for_page(cell: str) -> str:
 
 COLUMN_PX = 650  # the page's content column (about 688 px), less a margin for the estimate
 # 16-px text (bold in a header); a long cell wraps to about WRAPPED_PX
-CHAR_PX, HEAD_CHAR_PX, CELL_PAD_PX, WRAPPED_PX = 9.0, 10.0, 16, 140
+CHAR_PX, HEAD_CHAR_PX, CELL_PAD_PX, WRAPPED_PX = 8.2, 9.2, 16, 140
 
 
 def _width_px(cell: str, head: bool = False) -> float:
