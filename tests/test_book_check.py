@@ -29,6 +29,7 @@ MATHJAX = ROOT / "book" / "_vendor" / "mathjax"
     ("where \\Delta is the step", "TeX command"),
     ("on f = h x^2/2 the cycle", "ASCII power"),
     ("the margin min_t |v| holds", "ASCII min/max subscript"),
+    ("the bound max_s ‖x_s‖ of the iterates", "ASCII min/max subscript"),
     ("with v*_t the cycle", "ASCII subscript"),
     ("x(t+1) = x(t) − u(t−1)", "ASCII function of time"),
     ("H(z) = (1−β)/(1 − βz)", "ASCII fraction"),
@@ -49,6 +50,7 @@ def test_each_rule_catches_its_pattern(text, rule):
     "The tables of the ⟨·⟩ module, per optimizer; see the issue tracker of PyTorch.",
     "EF(γ*) against EF, 3 seeds: 3.550 ± 0.222.",
     "run_name and ef_gamma are keys; x ≤ y and 1/2 of it.",
+    "max_grad_norm and min_lr_ratio are parameters, not subscripts.",
 ])
 def test_legitimate_prose_is_clean(text):
     assert rules.text_problems(text) == []

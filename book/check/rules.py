@@ -31,7 +31,10 @@ RAW_MATH: dict[str, re.Pattern] = {
     "ASCII power": re.compile(rf"[\w{_GREEK})\]*]\^[\w{_GREEK}(+\-−]"),
     "ASCII subscript": re.compile(rf"(?<![\w.\-/])[A-Za-z{_GREEK}]\*?_[A-Za-z0-9{_GREEK}]"
                                   rf"{{1,3}}(?![\w{_GREEK}])"),
-    "ASCII min/max subscript": re.compile(r"\b(?:min|max|sup|inf|arg ?min|arg ?max|lim)_"),
+    # max_s, min_t, arg max_{x}: a math subscript; not a snake_case identifier such as
+    # max_grad_norm (a parameter name, two or more letters then another underscore or end)
+    "ASCII min/max subscript": re.compile(
+        r"\b(?:min|max|sup|inf|arg ?min|arg ?max|lim)_(?![A-Za-z]{2,}(?:_|\b))"),
     "ASCII function of time": re.compile(rf"(?<![\w{_GREEK}])[A-Za-z{_GREEK}]\("
                                          r"[tks]\s*[+\-−]\s*\d\)"),
     "ASCII fraction": re.compile(r"\)\s*/\s*\(|\b\d+\s*/\s*\([^)]*[−\-+]"),
