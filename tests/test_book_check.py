@@ -123,6 +123,8 @@ def site(tmp_path_factory):
 <div class="math">\\[ x_{{t+1}} = x_t - 2u_{{t-1}} + u_{{t-2}} \\]</div>
 <table><tr><th>optimizer</th><th>gap</th></tr><tr><td>Muon</td><td>+0.16 ± 0.03</td></tr>
 </table>
+<table><tr><td style="width:70px"><p style="margin:0">within noise</p></td><td>two lines
+in a paragraph box are not squeezed</td></tr></table>
 <figure><img src="{good}"><figcaption>Validation loss of the synchronous run over training.
 </figcaption></figure>
 <pre>x_{{t+1}} = x_t in code is fine: issue 21</pre>"""), encoding="utf-8")
@@ -134,6 +136,7 @@ def site(tmp_path_factory):
 <p>A formula with an error: \\(x^1^2\\)</p>
 <div class="math">\\[ {long_eq} \\]</div>
 <div><table><tr>{wide}</tr></table></div>
+<table><tr><td style="width:20px"><p>within noise here</p></td><td>x</td></tr></table>
 <figure><img src="{tiny}"><figcaption>table1_val_curves.png</figcaption></figure>
 """), encoding="utf-8")
     return root
@@ -157,7 +160,7 @@ def test_broken_page_fails_with_one_message_per_defect(site, tmp_path):
     text = "\n".join(map(str, report.findings))
     for rule in ("TeX subscript/superscript group", "ASCII function of time", "names an issue",
                  "MathJax error", "wider than the column", "display equation clipped",
-                 "caption is a file name", "figure text too small"):
+                 "caption is a file name", "figure text too small", "table cell squeezed"):
         assert rule in found, f"{rule!r} not reported; got:\n{text}"
     assert "table1_val_curves.png" in text and "bad.html: " in text
     small = next(f for f in report.findings if f.rule == "figure text too small")

@@ -203,10 +203,19 @@ for (const m of col.querySelectorAll('mjx-container[display="true"], mjx-contain
 for (const c of col.querySelectorAll('td, th')) {
   const t = (c.innerText || '').trim();
   if (!t || t.length > 24) continue;
-  const rg = document.createRange(); rg.selectNodeContents(c);
-  const tops = new Set([...rg.getClientRects()].filter(r => r.width > 0)
-                       .map(r => Math.round(r.top)));
-  if (tops.size >= 3) out.squeezed.push([label(c), tops.size, t]);
+  // lines = distinct tops of the cell's text (element boxes such as a wrapping <p> start a
+  // few px above their first line and would count as a line of their own)
+  const tops = [];
+  const walk = document.createTreeWalker(c, NodeFilter.SHOW_TEXT);
+  for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+    if (!n.textContent.trim()) continue;
+    const rg = document.createRange(); rg.selectNodeContents(n);
+    for (const r of rg.getClientRects()) if (r.width > 0) tops.push(r.top);
+  }
+  tops.sort((a, b) => a - b);
+  let lines = 0, last = -1e9;
+  for (const y of tops) { if (y - last > 4) { lines += 1; last = y; } }
+  if (lines >= 3) out.squeezed.push([label(c), lines, t]);
 }
 // 4. images and their captions
 for (const img of col.querySelectorAll('img')) {
