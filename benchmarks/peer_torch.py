@@ -428,6 +428,49 @@ def render(result: dict) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
+def render_page(result: dict) -> str:
+    """The book's version of :func:`render`, sized for a 700-px column: per model, one row per
+    schedule and one column per microbatch count (median ratio to torch ``Schedule1F1B`` and
+    its range over rounds), the ideal and the target per m, and the costs in math."""
+    names = result["params"]["names"]
+    label = {n: n.replace("asyncpp:", "asyncpp ").replace("torch:Schedule", "torch ")
+             .replace("@looped", ", looped") for n in names}
+    meta = result["run"]
+    out = [f"Commit `{meta['commit']}`, torch {meta['torch']}, {result['params']['rounds']} "
+           f"rounds in {meta['duration_s']:.0f} s; load (`uptime`) {meta['load_start']} at the "
+           f"start, {meta['load_end']} at the end.", ""]
+    for model in result["params"]["models"]:
+        cells = sorted((c for c in result["cells"].values() if c["model"] == model),
+                       key=lambda c: c["m"])
+        ms = [c["m"] for c in cells]
+        c0 = result["costs"][model]
+
+        def ms_of(key, digits=1, c0=c0):
+            return " / ".join(f"{c[key] * 1e3:.{digits}f}" for c in c0)
+
+        out += [f"**{model}**: per stage (rank 0 / rank 1, CPU time) $t_f$ = {ms_of('t_f')} ms, "
+                f"$t_b$ = {ms_of('t_b')} ms, $t_{{upd}}$ = {ms_of('t_upd')} ms, one message "
+                f"{ms_of('t_msg', 2)} ms.", ""]
+        out.append("| schedule | " + " | ".join(f"m = {m}" for m in ms) + " |")
+        out.append("| --- |" + " --- |" * len(ms))
+        for key, head in (("ideal_2bw_vs_torch_1f1b", "ideal 2bw"),
+                          ("target_2bw", "target 2bw")):
+            out.append(f"| {head} | " + " | ".join(f"{c[key]:.2f}" for c in cells) + " |")
+        for n in names:
+            if n == BASE:
+                continue
+            row = []
+            for c in cells:
+                r = c["schedules"].get(n, {}).get("ratio_vs_torch_1f1b")
+                row.append("—" if r is None else
+                           f"{r['median']:.2f} ({r['min']:.2f}–{r['max']:.2f})")
+            out.append(f"| {label[n]} | " + " | ".join(row) + " |")
+        out.append("")
+    for key, why in sorted(result.get("skipped", {}).items()):
+        out.append(f"- not run: {key}: " + why.replace(">=", "≥"))
+    return "\n".join(out).rstrip() + "\n"
+
+
 def write_readme(result: dict, readme: Path = HERE / "README.md") -> None:
     text = readme.read_text()
     block = f"{BEGIN}\n{render(result)}{END}"
