@@ -160,8 +160,13 @@ def test_without_restarts_every_rank_exits_nonzero_and_the_checkpoint_survives(t
 
 
 # -- issue 10, item 1: SIGTERM under torchrun --------------------------------------------------
+# Long enough that a SIGTERM sent a few steps in lands between steps, however fast the steps
+# run; the final validation reads the sample, not the whole split (a SIGTERM that lands after
+# the last step, during a long final pass, finds a finished run, which ends normally).
+SIGTERM_STEPS = 80
 SIGTERM_ARGS = [*ARGS[:ARGS.index("--train.steps")], "--optimizer.name", "muon",
-                "--train.steps", "24", "--train.checkpoint_every", "0", "--train.log_every", "1"]
+                "--train.steps", str(SIGTERM_STEPS), "--train.checkpoint_every", "0",
+                "--train.log_every", "1", "--train.final_eval", "sample"]
 STOP_BOUND_S = 30.0
 
 
@@ -223,21 +228,21 @@ def test_sigterm_stops_every_rank_at_one_step_and_resume_is_bit_identical(tmp_pa
     dt, at = _sigterm_after(_launch(cwd, cache, tmp_path / "a.log"), run, 3,
                             tmp_path / "a.log", rank=None)
     k = _complete_checkpoint(run)
-    assert at == {0: k, 1: k} and 3 <= k < 24, at  # ... at the same step boundary
+    assert at == {0: k, 1: k} and 3 <= k < SIGTERM_STEPS, at  # ... at the same step boundary
     assert dt < STOP_BOUND_S
     print(f"\nSIGTERM to torchrun: stopped at step {k}, every process gone after {dt:.2f}s")
     # The signal reaches rank 1 only: the collective decision still stops both ranks.
     dt, at = _sigterm_after(_launch(cwd, cache, tmp_path / "b.log", "--resume"), run, k + 3,
                             tmp_path / "b.log", rank=1)
     k2 = _complete_checkpoint(run)
-    assert at == {0: k2, 1: k2} and k + 3 <= k2 < 24, at
+    assert at == {0: k2, 1: k2} and k + 3 <= k2 < SIGTERM_STEPS, at
     assert dt < STOP_BOUND_S
     print(f"SIGTERM to rank 1 only: stopped at step {k2}, every process gone after {dt:.2f}s")
     last = _launch(cwd, cache, tmp_path / "c.log", "--resume")
     assert last.wait(timeout=120) == 0, (tmp_path / "c.log").read_text()[-4000:]
     assert full.wait(timeout=120) == 0, (tmp_path / "full.log").read_text()[-4000:]
     a, b = read_metrics(tmp_path / "full" / "run"), read_metrics(run)
-    assert [r["step"] for r in b] == list(range(1, 25))
+    assert [r["step"] for r in b] == list(range(1, SIGTERM_STEPS + 1))
     for key in ("train_loss", "grad_norm", "val_loss"):
         assert [r.get(key) for r in a] == [r.get(key) for r in b], key  # bit-identical
 
