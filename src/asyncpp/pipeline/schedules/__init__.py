@@ -106,9 +106,9 @@ class VersionPlan:
     """Weight-version bookkeeping of one stage's action list (derived from the data).
 
     ``free_after[i]``: versions no action from i+1 on (nor the next schedule) uses;
-    ``keep_old[i]``: for an :class:`~asyncpp.pipeline.OptimizerStep` at i, whether the version it replaces is
-    still used later (then the executor moves the new weights to fresh storage instead of
-    overwriting them); ``held``: the most versions alive at once.
+    ``keep_old[i]``: for an :class:`~asyncpp.pipeline.OptimizerStep` at i, whether the version
+    it replaces is still used later (then the executor moves the new weights to fresh storage
+    instead of overwriting them); ``held``: the most versions alive at once.
     """
 
     free_after: tuple[tuple[int, ...], ...]
