@@ -48,8 +48,9 @@ def test_band_fails_below_the_normalisation_floor():
     _, eps2 = band.band(2, torch.float64)
     below = d["alignment"] < 1 - eps2
     REPORT.notes.append(
-        f"BAND needs ||G||_F >= {band.NORM_FLOOR}: at ||G||_F ~ 1e-11 the production "
-        f"Newton-Schulz alignment is {d['alignment']:.3g} < 1-eps2 = {1 - eps2:.3g}")
+        f"BAND needs a Frobenius norm ‖G‖ ≥ {band.NORM_FLOOR}: at ‖G‖ ≈ 1e-11 the "
+        f"production Newton–Schulz alignment is {d['alignment']:.3g} < 1 − ε₂ = "
+        f"{1 - eps2:.3g}")
     REPORT.add(Record("P3.ns_band.floor", "classify", d["alignment"], 1 - eps2, below,
                       params={"frobenius": 1.1e-11}))
     assert below
