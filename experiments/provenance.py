@@ -95,13 +95,5 @@ def regime(steps: int, batch_size: int, seq_len: int, params: int,
     return out
 
 
-def sha256_file(path: Path | str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 __all__ = ["NUMERIC_PACKAGES", "DirtyTree", "code_state", "package_versions", "regime",
-           "require_clean", "sha256_file"]
+           "require_clean"]

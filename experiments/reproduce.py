@@ -183,8 +183,7 @@ def main(argv=None) -> int:
         ap.error("give result files or --tier")
     rows = check(paths)
     if args.out:
-        provenance_json = json.dumps(rows, indent=1)
-        Path(args.out).write_text(provenance_json + "\n")
+        Path(args.out).write_text(json.dumps(rows, indent=1) + "\n")
     bad = [r for r in rows if r["status"] in ("differs", "failed")]
     print(f"{len(rows) - len(bad)} of {len(rows)} reproduced or skipped; {len(bad)} differ")
     return 1 if bad else 0

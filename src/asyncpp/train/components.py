@@ -169,12 +169,10 @@ def data_provenance(data: DataBundle) -> dict:
     """The identity of a run's data for ``summary.json``: the tokenizer file and its sha256,
     the corpus manifest's sha256 (shards built by ``asyncpp-corpus``), and the sizes of both
     splits (training windows: what an epoch reads)."""
-    import hashlib
+    from ..data.corpus_build import sha256_file
 
     def sha(path):
-        if path is None or not Path(path).is_file():
-            return None
-        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+        return sha256_file(Path(path)) if path is not None and Path(path).is_file() else None
 
     out = {"description": data.description,
            "tokenizer_file": str(data.tokenizer_file) if data.tokenizer_file else None,
