@@ -126,6 +126,23 @@ def rank_main(outdir: Path, args) -> None:
     dist.destroy_process_group()
 
 
+def render(r: dict) -> str:
+    """The README block of a ``results/colocated.json``."""
+    a, mach = r["args"], r["machine"]
+    lines = [f"Run of {mach['date']}, torch {mach['torch']}: d = {a['d']}, {a['layers']} "
+             f"layers, {a['rows']} rows per microbatch, {a['steps']} steps × {a['rounds']} "
+             f"interleaved rounds, load at the end {r['load_end'][0]:.1f}.", "",
+             "| m | case | steps/s, median (range) | ÷ 2BW | weight-version MB per rank | ÷ 2BW |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    for key, c in r["cases"].items():
+        lab, m = key.rsplit("|", 1)
+        lo, hi = c["range"]
+        mb = " / ".join(f"{b / 2**20:.2f}" for b in c["version_bytes_per_rank"])
+        lines.append(f"| {m} | {lab} | {c['steps_per_s']:.1f} ({lo:.1f}–{hi:.1f}) | "
+                     f"{c['vs_2bw']:.2f} | {mb} | {c['version_bytes_vs_2bw']:.2f} |")
+    return "\n".join(lines) + "\n"
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--m", type=int, nargs="+", default=[4, 8])
@@ -134,10 +151,20 @@ def main() -> int:
     p.add_argument("--d", type=int, default=512)
     p.add_argument("--layers", type=int, default=8)
     p.add_argument("--rows", type=int, default=64, help="rows per microbatch")
+    p.add_argument("--no-save", action="store_true", help="do not write results/colocated.json")
+    p.add_argument("--render", action="store_true",
+                   help="only rewrite the README block from results/colocated.json")
     p.add_argument("--rank-of", default=None, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.rank_of is not None:
         rank_main(Path(args.rank_of), args)
+        return 0
+    sys.path.insert(0, str(HERE.parent))
+    from bench_common import save, write_readme_block
+
+    if args.render:
+        r = json.loads((HERE.parent / "results" / "colocated.json").read_text())
+        print("wrote", write_readme_block("colocated", render(r)))
         return 0
     from asyncpp.pipeline.launch import run_ranks
 
@@ -150,6 +177,7 @@ def main() -> int:
     print(f"load: {os.getloadavg()[0]:.1f} (1-min average, {os.cpu_count()} cores); "
           f"d={args.d}, {args.layers} layers, {args.rows} rows per microbatch, "
           f"{args.steps} steps x {args.rounds} interleaved rounds")
+    table = {}
     for m in args.m:
         base = statistics.median(res["times"][f"{_label('2bw', 2, None)}|{m}"])
         base_b = max(res["bytes"][f"{_label('2bw', 2, None)}|{m}"])
@@ -164,6 +192,17 @@ def main() -> int:
             mb = " / ".join(f"{x / 2**20:.2f}" for x in b)
             print(f"{lab:<34} {med:>8.2f} [{min(ts):.2f}, {max(ts):.2f}]{'':>4} "
                   f"{med / base:>6.2f} {mb:>28} {max(b) / base_b:>6.2f}")
+            table[f"{lab}|{m}"] = {"steps_per_s": med, "range": [min(ts), max(ts)],
+                                   "vs_2bw": med / base, "version_bytes_per_rank": b,
+                                   "version_bytes_vs_2bw": max(b) / base_b}
+    if not args.no_save:
+        path = save("colocated", {
+            "args": {k: v for k, v in vars(args).items()
+                     if k not in ("rank_of", "no_save", "render")},
+            "load_end": os.getloadavg(), "cases": table})
+        print("wrote", path)
+        if write_readme_block("colocated", render(json.loads(Path(path).read_text()))):
+            print("wrote benchmarks/README.md (the colocated block)")
     return 0
 
 

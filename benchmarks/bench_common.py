@@ -81,3 +81,26 @@ def save(name: str, payload: dict) -> str:
         os.fsync(f.fileno())
     os.replace(tmp, path)
     return path
+
+
+def write_readme_block(name: str, text: str, readme: str | None = None) -> str:
+    """Replace the block between ``<!-- name:begin -->`` and ``<!-- name:end -->`` in
+    ``benchmarks/README.md`` (appended when absent) by ``text``; returns the README's path.
+    Skipped (returns "") when results go elsewhere (``$ASYNCPP_BENCH_RESULTS``, the smoke
+    tests): a README shows only the recorded results."""
+    if readme is None:
+        if os.environ.get("ASYNCPP_BENCH_RESULTS"):
+            return ""
+        readme = os.path.join(os.path.dirname(__file__), "README.md")
+    begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
+    with open(readme) as f:
+        doc = f.read()
+    block = f"{begin}\n{text.rstrip()}\n{end}"
+    if begin in doc:
+        i, j = doc.index(begin), doc.index(end) + len(end)
+        doc = doc[:i] + block + doc[j:]
+    else:
+        doc = doc.rstrip() + "\n\n" + block + "\n"
+    with open(readme, "w") as f:
+        f.write(doc)
+    return readme

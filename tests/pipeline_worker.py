@@ -153,7 +153,7 @@ def simulate(layers_fn, P, schedule, optname, hp, m, xs, ys, loss_fn, *, correct
 
 
 def make_executor(topo, layers_fn, schedule, optname, hp, m, loss_fn, *, correction="none",
-                  max_grad_norm=None, on_gradients=None, **delay_kw):
+                  max_grad_norm=None, on_gradients=None, config=None, **delay_kw):
     P, s = topo.num_stages, topo.stage
     layers = layers_fn(P)
     stage = build_stages(layers, P, boundaries=boundaries(len(layers), P), stages=[s])[0]
@@ -162,7 +162,7 @@ def make_executor(topo, layers_fn, schedule, optname, hp, m, loss_fn, *, correct
                             **delay_kw)
     ex = PipelineExecutor(stage, dopt, schedule=schedule, num_microbatches=m, topology=topo,
                           loss_fn=loss_fn, max_grad_norm=max_grad_norm, timeout=60,
-                          on_gradients=on_gradients)
+                          on_gradients=on_gradients, config=config)
     return ex
 
 
@@ -353,6 +353,13 @@ def p2_checks(topo, results):
         results["config_mismatch"] = {"raised": False}
     except ValueError as e:
         results["config_mismatch"] = {"raised": True, "message": str(e)}
+    # A nested configuration (a trainer's) is compared leaf by leaf.
+    nested = {"train": {"lr": 0.01 * (1 + topo.stage), "steps": 5}, "run": {"seed": 0}}
+    try:
+        make_executor(topo, mlp_layers, "2bw", "adamw", ADAMW, 2, mse, config=nested)
+        results["nested_config_mismatch"] = {"raised": False}
+    except ValueError as e:
+        results["nested_config_mismatch"] = {"raised": True, "message": str(e)}
     # A set-up mistake on one rank (a wrong delay on the last stage) stops both ranks.
     stage = build_stages(mlp_layers(2), 2, boundaries=[2], stages=[topo.stage])[0]
     opt = torch.optim.SGD(stage.parameters(), lr=0.1)

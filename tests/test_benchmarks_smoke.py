@@ -137,3 +137,30 @@ def test_at_scale(bench):
     assert not rows[(4, "zb-v")]["modelled"] and rows[(8, "zb-v")]["modelled"]
     assert r["one_f_one_b_simulator_vs_formula"] < 1e-9
     assert (bench / "at_scale.json").exists()
+
+
+def _script(bench, name, *args):
+    import subprocess
+
+    out = subprocess.run([sys.executable, str(BENCH / f"{name}.py"), *args],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    return out.stdout
+
+
+@pytest.mark.multiprocess
+def test_predict(bench):
+    out = _script(bench, "bench_predict", "--m", "2", "--rounds", "1", "--steps", "3",
+                  "--d", "16", "--layers", "2", "--rows", "4")
+    r = json.loads((bench / "predict.json").read_text())
+    assert {(c["schedule"], c["m"]) for c in r["cases"]} == {("1f1b", 2), ("2bw", 2)}
+    assert all(c["predicted_s"] >= c["predicted_work_s"] > 0 for c in r["cases"])
+    assert "worst error with the runtime's per-action cost" in out
+
+
+@pytest.mark.multiprocess
+def test_colocated(bench):
+    _script(bench, "bench_colocated", "--m", "4", "--rounds", "1", "--steps", "2", "--d", "16",
+            "--layers", "4", "--rows", "4")
+    r = json.loads((bench / "colocated.json").read_text())
+    assert r["cases"]["wpipe P=4 (default, 2 per rank)|4"]["version_bytes_vs_2bw"] == 0.75

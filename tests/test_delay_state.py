@@ -175,6 +175,23 @@ def test_apply_stale_bad_input():
         opt = DelayedOptimizer(_sgd(), correction="taylor")
         opt.param_groups[0]["params"][0].grad = torch.ones(2)
         opt.apply_stale(1)
+    with pytest.raises(ValueError, match=r"non-negative update index at=, got -2"):
+        DelayedOptimizer(_sgd()).apply_stale(1, at=-2)
+
+
+def test_apply_stale_at_names_the_update_index():
+    """A pipeline names each update's index: the statistics carry it and the count goes on from
+    it, whatever order the updates were applied in."""
+    opt = DelayedOptimizer(_sgd(), track_updates=True)
+    p = opt.param_groups[0]["params"][0]
+    for t in (4, 2):
+        p.grad = torch.ones_like(p)
+        opt.apply_stale(1, at=t)
+        assert opt.step_count == t + 1
+    assert [s["step"] for s in opt.stats] == [4, 2]
+    p.grad = torch.ones_like(p)
+    opt.apply_stale(1)
+    assert opt.stats[-1]["step"] == 3
 
 
 def test_schedule_windows():

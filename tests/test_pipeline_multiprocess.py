@@ -115,6 +115,10 @@ def test_evaluate_and_config_mismatch(main_run):
     for res in main_run:
         assert res["config_mismatch"]["raised"]
         assert "num_microbatches" in res["config_mismatch"]["message"]
+        msg = res["nested_config_mismatch"]["message"]
+        assert res["nested_config_mismatch"]["raised"]
+        assert "config.train.lr: rank 0 has 0.01, rank 1 has 0.02" in msg, msg
+        assert "steps" not in msg and "seed" not in msg, msg
         assert res["setup_error"]["raised"]
         assert "set-up failed on rank" in res["setup_error"]["message"]
         assert "delay=1" in res["setup_error"]["message"]

@@ -82,6 +82,20 @@ def test_simulator_per_stage_times_and_latency():
         simulate(s, t_comm=-1)
 
 
+def test_simulator_per_action_overhead_by_hand():
+    """1F1B, P = 2, m = 1, t_f = 1, t_b = 2, t_comm = 1/4, t_action = 1/2. Stage 0: F ends
+    1.5, its send 2.0, arriving 2.25. Stage 1: F (1 + 1/2 + 1/2 for the receive) ends 4.25,
+    B 6.75, the send 7.25 (arriving 7.5), U 7.75. Stage 0: B (2 + 1/2 + 1/2) ends 10.5, U 11."""
+    s = build("1f1b", 2, 1, 1)
+    assert simulate(s, 1.0, 2.0, 0.25).makespan == 6.5
+    res = simulate(s, 1.0, 2.0, 0.25, t_action=0.5)
+    assert res.makespan == 11.0
+    # stage 0 runs five actions, each costing its work plus 1/2: 1 + 2 + 5/2
+    assert res.busy == (5.5, 5.5)
+    with pytest.raises(ValueError, match="t_action must be >= 0"):
+        simulate(s, t_action=-1)
+
+
 def test_sends_match_receives_and_deadlock_detection():
     s = build("2bw", 4, 4, 3)
     sends = {(a.kind, a.step, a.mb, k, a.peer) for k, acts in enumerate(s.actions)

@@ -426,8 +426,13 @@ class DelayedOptimizer:
         return rounds
 
     @torch.no_grad()
-    def apply_stale(self, delay: int | Sequence[int], stale_params: Sequence | None = None) -> None:
+    def apply_stale(self, delay: int | Sequence[int], stale_params: Sequence | None = None,
+                    at: int | None = None) -> None:
         """Apply the gradients now in ``.grad``, which were computed ``delay`` steps ago.
+
+        ``at`` is the update's index t (default: this wrapper's own count). A pipeline may apply
+        updates out of the order its wrapper would count them (several stages per rank, an
+        update deferred into idle time), so it names t; the wrapper then counts on from t + 1.
 
         This is how the pipeline executor uses the delay core: the staleness comes from its
         weight versions, not from a queue, and this call applies exactly the corrected step that
@@ -447,6 +452,10 @@ class DelayedOptimizer:
                 f"apply_stale needs one non-negative integer delay, or one per parameter group "
                 f"({len(groups)}), got {delay!r}"
             )
+        if at is not None:
+            if isinstance(at, bool) or not isinstance(at, int) or at < 0:
+                raise ValueError(f"apply_stale needs a non-negative update index at=, got {at!r}")
+            self.step_count = at
         active = {}
         for g, group in enumerate(groups):
             delayed = delays[g] > 0

@@ -66,13 +66,16 @@ def _per_stage(value, num_stages: int, label: str) -> list[float]:
 
 
 def simulate(schedule: Schedule, t_forward=1.0, t_backward=2.0, t_comm=0.0,
-             t_optimizer=0.0) -> SimResult:
+             t_optimizer=0.0, *, t_action=0.0) -> SimResult:
     """Simulate ``schedule`` with fixed durations (scalars or one value per stage; ``t_comm`` a
-    scalar latency), one stage per device: :func:`simulate_devices` on ``[[0], [1], ...]``.
+    scalar latency; ``t_action`` the runtime's own cost per action, see
+    :func:`simulate_devices`), one stage per device: :func:`simulate_devices` on
+    ``[[0], [1], ...]``.
     Returns makespan, per-stage busy time and utilisation, bubble fraction and the compute
     intervals (for :mod:`asyncpp.pipeline.timeline`)."""
     res = simulate_devices(schedule, [[s] for s in range(schedule.num_stages)], t_forward,
-                           t_backward, t_comm, t_optimizer, weight_memory=False)
+                           t_backward, t_comm, t_optimizer, weight_memory=False,
+                           t_action=t_action)
     return SimResult(res.makespan, res.busy, res.utilisation, res.bubble_fraction,
                      res.intervals, schedule)
 
@@ -145,7 +148,8 @@ def rank_programs(schedule: Schedule, devices: Sequence[Sequence[int]], t_forwar
 
 def simulate_devices(schedule: Schedule, devices: Sequence[Sequence[int]] | None = None,
                      t_forward=1.0, t_backward=2.0, t_comm=0.0,
-                     t_optimizer=0.0, *, weight_memory: bool = True) -> DeviceSimResult:
+                     t_optimizer=0.0, *, weight_memory: bool = True,
+                     t_action=0.0) -> DeviceSimResult:
     r"""Simulate ``schedule`` on devices that each run one or more of its stages (partitions)
     one action at a time: each stage keeps its own action order, and a device runs, among its
     stages' next compute actions, the one that can start first (non-preemptive list scheduling:
@@ -156,6 +160,14 @@ def simulate_devices(schedule: Schedule, devices: Sequence[Sequence[int]] | None
     (scalars or one per stage); a send costs its sender nothing (asynchronous) and arrives
     ``t_comm`` later, also between stages of one device. This is the one event loop of the
     simulator: :func:`simulate` is this with one stage per device.
+
+    ``t_action`` (per stage; default 0) is a runtime's own device time per action — dispatch,
+    posting a send or a receive, bookkeeping — charged to every action of the program,
+    sends and receives included: a send leaves ``t_action`` after the compute before it and
+    arrives ``t_comm`` later; a compute action lasts its work plus ``t_action``, plus
+    ``t_action`` for each receive it follows (a receive is completed when its data is read).
+    Busy time counts it (the device is occupied). With ``t_action = 0`` sends and receives take no
+    device time, as above.
 
     Weight-version memory of a device: the most, over time, of
     :math:`\sum_{s \in d} \text{alive}_s(t) / P` (``Schedule.version_plan(s).alive_after`` at
@@ -173,6 +185,7 @@ def simulate_devices(schedule: Schedule, devices: Sequence[Sequence[int]] | None
     tf = _per_stage(t_forward, P, "t_forward")
     tb = _per_stage(t_backward, P, "t_backward")
     to = _per_stage(t_optimizer, P, "t_optimizer")
+    ta = _per_stage(t_action, P, "t_action")
     tc = float(t_comm)
     if not tc >= 0:
         raise ValueError(f"t_comm must be >= 0, got {t_comm!r}")
@@ -190,22 +203,28 @@ def simulate_devices(schedule: Schedule, devices: Sequence[Sequence[int]] | None
     events: list[list[tuple[float, int, int]]] = [[] for _ in range(D)]  # (time, stage, alive)
     programs: list[list[Action]] = [[] for _ in range(D)]
     held_recvs: list[list[Action]] = [[] for _ in range(P)]
+    owed = [0.0] * P  # t_action of receives not yet charged
     for s in range(P):
         events[owner[s]].append((0.0, s, plans[s][0] if plans[s] else 1))
     while True:
-        # Sends and satisfiable receives take no device time.
+        # Sends and satisfiable receives take no device time (but t_action).
         for s in range(P):
             acts = schedule.actions[s]
+            k = owner[s]
             while pos[s] < len(acts):
                 a = acts[pos[s]]
                 if isinstance(a, Send):
+                    if ta[s]:
+                        ready[s] = clock[k] = max(clock[k], ready[s]) + ta[s]
+                        busy[k] += ta[s]
                     arrivals[(a.kind, a.step, a.mb, s, a.peer)] = ready[s] + tc
-                    programs[owner[s]].append(on_stage(a, s))
+                    programs[k].append(on_stage(a, s))
                 elif isinstance(a, Recv):
                     key = (a.kind, a.step, a.mb, a.peer, s)
                     if key not in arrivals:
                         break
                     ready[s] = max(ready[s], arrivals.pop(key))
+                    owed[s] += ta[s]  # paid by the compute that reads it
                     held_recvs[s].append(on_stage(a, s))
                 else:
                     break
@@ -233,7 +252,8 @@ def simulate_devices(schedule: Schedule, devices: Sequence[Sequence[int]] | None
         k = owner[s]
         a = schedule.actions[s][pos[s]]
         kind, times = cost[type(a)]
-        dur = times[s]
+        dur = times[s] + ta[s] + owed[s]
+        owed[s] = 0.0
         intervals.append(Interval(s, start, start + dur, kind, a.step, a.mb))
         # a receive joins the device's program right before the compute that needs it
         programs[k].extend(held_recvs[s])

@@ -922,6 +922,18 @@ def _digest(obj) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=repr).encode()).hexdigest()
 
 
+def _flatten(d: Mapping, prefix: str = "") -> dict:
+    """{"a": {"b": 1}} -> {"a.b": 1}: every leaf under its dotted key."""
+    out = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, Mapping) and v:
+            out.update(_flatten(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
 def _compare_across_ranks(mine: dict, group) -> None:
     """All-gather ``mine`` and raise ``ValueError`` on every rank if any rank differs."""
     world = dist.get_world_size(group)
@@ -930,10 +942,14 @@ def _compare_across_ranks(mine: dict, group) -> None:
     ref_digest, ref = everyone[0]
     bad = [r for r, (d, _) in enumerate(everyone) if d != ref_digest]
     if bad:
-        other = everyone[bad[0]][1]
-        keys = sorted(k for k in set(ref) | set(other) if ref.get(k) != other.get(k))
-        diffs = "; ".join(f"{k}: rank 0 has {ref.get(k)!r}, rank {bad[0]} has {other.get(k)!r}"
-                          for k in keys)
+        # nested settings (a trainer's whole configuration) are compared leaf by leaf, so the
+        # message names the dotted keys that differ, never whole sub-dictionaries
+        ref, other = _flatten(ref), _flatten(everyone[bad[0]][1])
+        missing = "(not set)"
+        keys = sorted(k for k in set(ref) | set(other)
+                      if ref.get(k, missing) != other.get(k, missing))
+        diffs = "; ".join(f"{k}: rank 0 has {ref.get(k, missing)!r}, rank {bad[0]} has "
+                          f"{other.get(k, missing)!r}" for k in keys)
         raise ValueError(
             f"pipeline configuration differs across ranks (ranks {bad} differ from rank 0): "
             f"{diffs}. Start every rank with the same configuration"

@@ -127,10 +127,9 @@ class UpdateQueue:
         if dopt.correction == "taylor":
             stale_params = [[pend.stale[ctx.name_of[id(p)]] for p in g["params"]]
                             for g in dopt.param_groups]
-        dopt.step_count = a.applied_at
         if self.before_update is not None:
             self.before_update(a.applied_at)
-        dopt.apply_stale(a.delay, stale_params=stale_params)
+        dopt.apply_stale(a.delay, stale_params=stale_params, at=a.applied_at)
         for _, p in ctx.params:
             p.grad = None
         ctx.newest = a.new_version
