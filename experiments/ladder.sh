@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # One resumable lane of the compute-optimal ladder (experiments/tables_opt.py): the lr grids
-# until every one is settled (a grid extends past an edge only after its points finish, so
-# the sweep runs again until a pass trains nothing new), then the tables that read the chosen
-# lrs. Stop it at any time (kill, Ctrl-C); the same command continues where it stopped. Two
-# lanes may run at once (runs are claimed by lock files).
+# and the tables that read the chosen lrs, pass after pass (a grid extends past an edge only
+# after its points finish; a table lists a pair's cells once its lr has settled) until a pass
+# trains nothing new. Stop it at any time (kill, Ctrl-C); the same command continues where
+# it stopped. Two lanes may run at once (runs are claimed by lock files); sweep options such
+# as `--optimizers muon,adamw` narrow a lane.
 #
 #   bash experiments/ladder.sh opt-180k [tables...] [-- sweep options]
 #   e.g. nohup bash experiments/ladder.sh opt-180k > experiments/logs/opt-180k.log 2>&1 &
@@ -33,14 +34,20 @@ if [ -z "${LADDER_WORKTREE:-}" ]; then
     --results "$here/experiments/$tier/results"
 fi
 PY="${PYTHON:-.venv/bin/python}"
-for t in "${tables[@]}"; do
-  if [ "$t" = "opt-lr" ]; then
-    while :; do
-      out=$("$PY" experiments/sweep.py --tier "$tier" --tables opt-lr "$@" | tee /dev/stderr)
-      echo "$out" | grep -q "sweep done: [1-9]" || break  # nothing new trained: settled
-    done
-  else
-    "$PY" experiments/sweep.py --tier "$tier" --tables "$t" "$@" || {
+# Passes over the tables until one trains nothing: a pass can make new cells appear (a grid
+# extends past an edge, a settled lr lists its claims cells, a settled opt-180k grid starts
+# its opt-580k grid). When nothing was trained here but another lane still runs a cell of
+# these tables, wait for it: what it finishes may unlock more.
+while :; do
+  trained=0; busy=0
+  for t in "${tables[@]}"; do
+    out=$("$PY" experiments/sweep.py --tier "$tier" --tables "$t" "$@" | tee /dev/stderr) || {
       echo "ladder: table $t of $tier could not run (see above)"; exit 1; }
-  fi
+    echo "$out" | grep -q "sweep done: [1-9]" && trained=1
+    echo "$out" | grep -q "running elsewhere" && busy=1
+  done
+  [ "$trained" = 1 ] && continue
+  [ "$busy" = 1 ] && { sleep 60; continue; }
+  break
 done
+echo "ladder: $tier settled (${tables[*]}): nothing left to train"

@@ -149,6 +149,8 @@ def _opt_lr(tier):
     # the grids' centres first, then their low and high points, then extensions: a lane that
     # stops early has measured every (optimizer, mode) once before any twice
     pairs = sorted(_tuned(tier), key=_lr_priority)
+    if tier.name != SMALLEST:  # a pair's grid exists once the smaller tier's has settled
+        pairs = [(o, m) for o, m in pairs if settled_lr(transfer_source(), o, m) is not None]
     out = []
     for rank in range(3 + MAX_EXTEND):
         for o, m in pairs:
@@ -162,26 +164,43 @@ def _opt_lr(tier):
     return out
 
 
-def chosen_lr(tier, opt: str, mode: str) -> float:
-    """lr* of (opt, mode); a clear error while its grid is unsettled."""
-    choice = lr_choice(tier, opt, mode)
-    if choice is None or (not choice[1] and len(lr_grid(tier, opt, mode)) < 3 + MAX_EXTEND):
-        raise ValueError(f"{tier.name}: the lr grid of {opt}/{mode} is not settled yet; run "
-                         f"`sweep.py --tier {tier.name} --tables opt-lr` (again) first")
+def settled_lr(tier, opt: str, mode: str) -> float | None:
+    """lr* of (opt, mode) once its grid is settled (every point finished, the best interior or
+    the grid at its widest); None before — or while the smaller tier it transfers from is."""
+    try:
+        choice = lr_choice(tier, opt, mode)
+        if choice is None or (not choice[1] and len(lr_grid(tier, opt, mode)) < 3 + MAX_EXTEND):
+            return None
+    except ValueError:  # a larger tier whose centre has not transferred yet
+        return None
     return choice[0]
 
 
+def chosen_lr(tier, opt: str, mode: str) -> float:
+    """lr* of (opt, mode); a clear error while its grid is unsettled."""
+    lr = settled_lr(tier, opt, mode)
+    if lr is None:
+        raise ValueError(f"{tier.name}: the lr grid of {opt}/{mode} is not settled yet; run "
+                         f"`sweep.py --tier {tier.name} --tables opt-lr` (again) first")
+    return lr
+
+
+# The tables below that read a chosen lr list the cells of the (optimizer, mode) pairs whose
+# grid has settled, and grow as the grids do: a lane trains the claims of Muon and AdamW
+# while another still tunes SOAP.
 def _opt_claims(tier):
-    return [_cell(tier, tc.name(o, m), o, {**OPT_MODES[m], **_lr_overrides(
-        o, chosen_lr(tier, o, m))}) for o in MAIN_OPTIMIZERS
-        for m in ("sync", "async", "ef", "efg")]
+    return [_cell(tier, tc.name(o, m), o, {**OPT_MODES[m], **_lr_overrides(o, lr)})
+            for o in MAIN_OPTIMIZERS for m in ("sync", "async", "ef", "efg")
+            if (lr := settled_lr(tier, o, m)) is not None]
 
 
 def _opt_more(tier):
-    out = [_cell(tier, tc.name(o, m), o, {**OPT_MODES[m], **_lr_overrides(
-        o, chosen_lr(tier, o, m))}) for o, m in TUNED_MORE]
+    out = [_cell(tier, tc.name(o, m), o, {**OPT_MODES[m], **_lr_overrides(o, lr)})
+           for o, m in TUNED_MORE if (lr := settled_lr(tier, o, m)) is not None]
     S = tier.steps
     for o in ("muon", "adamw"):
+        if settled_lr(tier, o, "async") is None:
+            continue
         lr = _lr_overrides(o, chosen_lr(tier, o, "async"))
         out += [_cell(tier, tc.name(o, k), o, {**tc.mitigations(S)[k], **lr})
                 for k in ("syncstart", "cooldown")]
@@ -218,8 +237,10 @@ def _opt_tokens(tier):
         S = steps_at(tier, k)
         for o in ("muon", "adamw"):
             for m in ("sync", "async", "ef"):
+                if (lr := settled_lr(tier, o, m)) is None:
+                    continue
                 out.append(_cell(tier, f"{o}-{m}-tpp{k}", o, {
-                    **OPT_MODES[m], **_lr_overrides(o, chosen_lr(tier, o, m)),
+                    **OPT_MODES[m], **_lr_overrides(o, lr),
                     "train.steps": str(S), "train.eval_every": str(max(50, S // 8))}))
     return out
 
@@ -242,4 +263,4 @@ def tables():
     )
 
 
-__all__ = ["CENTRE", "chosen_lr", "lr_choice", "lr_grid", "steps_at", "tables"]
+__all__ = ["CENTRE", "chosen_lr", "lr_choice", "lr_grid", "settled_lr", "steps_at", "tables"]

@@ -88,6 +88,25 @@ def test_claims_take_each_modes_lr_and_muon_scales_its_adamw_side(tmp_path):
     assert {k: v for k, v in tune.overrides.items()} == cells["adamw-ef"].overrides
 
 
+def test_tables_list_the_settled_pairs_and_grow_with_them(tmp_path):
+    """A claims lane need not wait for every grid: the cells of the settled (optimizer, mode)
+    pairs are listed, the others appear once theirs settle; a larger tier's grids likewise
+    appear pair by pair as the smaller tier's settle."""
+    tier = sweep.get_tier("opt-180k").at(results=tmp_path)
+    assert sweep.table_cells("opt-claims", tier) == []
+    assert sweep.table_cells("opt-more", tier) == []
+    for lr, v in ((0.005, 3.8), (0.01, 3.5), (0.02, 3.9)):
+        _write(tmp_path, to.lr_cell_name("adamw", "sync", lr), 0, v)
+    assert [c.name for c in sweep.table_cells("opt-claims", tier)] == ["adamw-sync"]
+    assert {c.name for c in sweep.table_cells("opt-tokens", tier)} == {
+        f"adamw-sync-tpp{k}" for k in to.TOKEN_LADDER}
+    big = sweep.get_tier("opt-580k").at(results=tmp_path / "big")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setitem(sweep.TIERS, "opt-180k", tier)
+        assert {c.name for c in sweep.table_cells("opt-lr", big)} == {
+            to.lr_cell_name("adamw", "sync", lr) for lr in (0.005, 0.01, 0.02)}
+
+
 def test_pipedream_equal_updates_control_matches_2bw(tmp_path):
     tier = sweep.get_tier("opt-180k").at(results=tmp_path)
     for o, m in to.TUNED_MAIN + to.TUNED_MORE:
