@@ -107,6 +107,7 @@ def rank_main(outdir: Path, args) -> None:
             exes[(name, m)] = (ex, acc, data)
     walls: dict = {}
     overheads: dict = {}
+    busy: dict = {}  # the main thread's CPU time / wall time: how busy the rank was
     for _ in range(args.rounds):
         for (name, m), (ex, acc, data) in exes.items():
             dist.barrier()
@@ -119,15 +120,17 @@ def rank_main(outdir: Path, args) -> None:
             # (blocking waits take none), per action of this rank's program
             actions = len(build(name, 2, m, args.steps).actions[s])
             overheads.setdefault((name, m), []).append((cpu - acc["cpu"][0]) / actions)
+            busy.setdefault((name, m), []).append(cpu / wall)
     for (name, m), (_, acc, _) in exes.items():
         n_u = len(acc["U"]) / 2 or 1
         # means: the step time is their sum, so a slow forward counts (a median would not)
         mine = torch.tensor([statistics.fmean(acc["F"]), statistics.fmean(acc["B"]),
-                             sum(acc["U"]) / n_u, statistics.median(overheads[(name, m)])],
-                            dtype=torch.float64)
-        every = [torch.zeros(4, dtype=torch.float64) for _ in range(2)]
+                             sum(acc["U"]) / n_u, statistics.median(overheads[(name, m)]),
+                             statistics.median(busy[(name, m)])], dtype=torch.float64)
+        every = [torch.zeros(5, dtype=torch.float64) for _ in range(2)]
         dist.all_gather(every, mine)
-        res["cases"][f"{name}|{m}"] = {"costs": [[float(x) for x in v] for v in every],
+        res["cases"][f"{name}|{m}"] = {"costs": [[float(x) for x in v[:4]] for v in every],
+                                       "busy": [float(v[4]) for v in every],
                                        "wall": walls[f"{name}|{m}"]}
     if dist.get_rank() == 0:
         (outdir / "result.json").write_text(json.dumps(res))
@@ -143,8 +146,8 @@ def render(r: dict) -> str:
              f"rounds, activation latency {r['latency_s'] * 1e3:.2f} ms, load at the end "
              f"{r['load_end'][0]:.1f}.", "",
              "| schedule | m | t_f / t_b / t_upd / t_act ms (stage 0 \\| stage 1) | predicted, "
-             "work only | predicted, + t_act | measured (range) |",
-             "| --- | --- | --- | --- | --- | --- |"]
+             "work only | predicted, + t_act | measured (range) | busy, rank 0 / 1 |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
     for c in r["cases"]:
         costs = " \\| ".join(" / ".join(f"{x * 1e3:.2f}" if i == 3 else f"{x * 1e3:.1f}"
                                          for i, x in enumerate(st)) for st in c["costs_s"])
@@ -152,7 +155,8 @@ def render(r: dict) -> str:
         lines.append(f"| {c['schedule']} | {c['m']} | {costs} | {c['predicted_work_s'] * 1e3:.1f} "
                      f"ms ({c['error_work']:+.1%}) | {c['predicted_s'] * 1e3:.1f} ms "
                      f"({c['error']:+.1%}) | {c['measured_s'] * 1e3:.1f} ms ({lo * 1e3:.1f}–"
-                     f"{hi * 1e3:.1f}) |")
+                     f"{hi * 1e3:.1f}) | " + (" / ".join(f"{b:.0%}" for b in c["busy"])
+                                                if "busy" in c else "—") + " |")
     worst_w = max(abs(c["error_work"]) for c in r["cases"])
     lines += ["", f"Worst error: **{r['worst_error']:.1%}** with the runtime's per-action cost "
               f"(target: within 10 %), {worst_w:.1%} from the work alone."]
@@ -207,7 +211,8 @@ def main() -> int:
                         t_action=[c[3] for c in costs]).makespan / args.steps
         wall = case["wall"]
         meas = statistics.median(wall)
-        rows.append({"schedule": name, "m": int(m), "costs_s": costs, "measured_s": meas,
+        rows.append({"schedule": name, "m": int(m), "costs_s": costs, "busy": case["busy"],
+                     "measured_s": meas,
                      "measured_range_s": [min(wall), max(wall)], "predicted_work_s": pred_work,
                      "predicted_s": pred, "error_work": (pred_work - meas) / meas,
                      "error": (pred - meas) / meas})
