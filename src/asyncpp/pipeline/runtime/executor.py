@@ -705,14 +705,9 @@ class PipelineExecutor:
             x = ctx.in_msgs.pop((ACTIVATION, a.step, a.mb))
             if x.is_floating_point():
                 x.requires_grad_(True)
-        call = self.forward_fn or functional_call
         with torch.enable_grad():
             if ctx.is_last:
-                y = ys[a.mb]
-                if self.loss_fn is not None:
-                    out = self.loss_fn(call(ctx.module, leaves, (x,)), y)
-                else:
-                    out = call(ctx.module, leaves, (x, y))
+                out = self._stage_output(ctx, leaves, x, ys[a.mb])
                 if not (isinstance(out, Tensor) and out.numel() == 1):
                     raise ValueError("the last stage must produce a scalar loss (give loss_fn, "
                                      "or make stage(x, targets) return the loss)")
@@ -721,7 +716,7 @@ class PipelineExecutor:
                 ctx.losses[a.step] = contrib if prev is None else prev + contrib
                 out = out * run.scale
             else:
-                out = call(ctx.module, leaves, (x,))
+                out = self._stage_output(ctx, leaves, x)
                 if not isinstance(out, Tensor) or not out.is_floating_point():
                     raise ValueError("a non-last stage must return one floating-point tensor")
                 ctx.out_msgs[(ACTIVATION, a.step, a.mb)] = out.detach().contiguous()
@@ -732,6 +727,17 @@ class PipelineExecutor:
         if a.mb == self.num_microbatches - 1 and all(
                 c.next_item[0] > a.step for c in self.contexts.values()):
             run.data.pop(a.step, None)  # every stage of this rank is past the step
+
+    def _stage_output(self, ctx: StageContext, weights, x, y=None):
+        """The stage's output on ``weights``: the loss on the last stage (``loss_fn(stage(x),
+        y)``, or ``stage(x, y)`` without a ``loss_fn``), the activation elsewhere. Training
+        and evaluation both call it."""
+        call = self.forward_fn or functional_call
+        if not ctx.is_last:
+            return call(ctx.module, weights, (x,))
+        if self.loss_fn is not None:
+            return self.loss_fn(call(ctx.module, weights, (x,)), y)
+        return call(ctx.module, weights, (x, y))
 
     def _backward(self, a: Backward, ctx: StageContext, run: _RunState) -> None:
         x, out, _ = ctx.inflight.pop((a.step, a.mb))
@@ -813,7 +819,6 @@ class PipelineExecutor:
         tr.begin_call()
         last = P - 1 in contexts
         losses = torch.zeros(len(batches), dtype=torch.float64, device=self.device)
-        call = self.forward_fn or functional_call
         for k, b in enumerate(batches):
             # batches may differ in size (a validation set's last batch): a header each
             tr.header_sent.clear()
@@ -828,13 +833,10 @@ class PipelineExecutor:
                         tr.communicate([Recv(ACTIVATION, k, i, s - 1, stage=s)], contexts)
                         x = ctx.in_msgs.pop((ACTIVATION, k, i))
                     if ctx.is_last:
-                        if self.loss_fn is not None:
-                            loss = self.loss_fn(call(ctx.module, weights[s], (x,)), ys[i])
-                        else:
-                            loss = call(ctx.module, weights[s], (x, ys[i]))
+                        loss = self._stage_output(ctx, weights[s], x, ys[i])
                         losses[k] += loss.double().reshape(()) / m
                     else:
-                        out = call(ctx.module, weights[s], (x,)).contiguous()
+                        out = self._stage_output(ctx, weights[s], x).contiguous()
                         ctx.out_msgs[(ACTIVATION, k, i)] = out
                         tr.communicate([Send(ACTIVATION, k, i, s + 1, stage=s)], contexts)
         tr.drain_sends()
