@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_common import save
+from bench_common import save, write_readme_block
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = {  # name: extra CLI arguments
@@ -51,6 +51,25 @@ def launch(name: str, args, run_dir: Path, env: dict) -> dict:
     if p.returncode != 0:
         raise RuntimeError(f"{name} failed (exit {p.returncode}):\n{p.stderr[-3000:]}")
     return json.loads((run_dir / "summary.json").read_text())
+
+
+def render(r: dict) -> str:
+    """The README block of a ``results/async_cli_P*_m*.json``."""
+    P, m = r["ranks"], r["microbatches"]
+    mach = r.get("machine", {})
+    lines = [f"Run of {mach.get('date', '?')}, torch {mach.get('torch', '?')}: {P} ranks "
+             f"(P = {P}, m = {m}), {r['steps']} steps × {r['rounds']} rounds, load "
+             f"{r['load_before'][0]:.1f} → {r['load_after'][0]:.1f}.", "",
+             "| schedule | steady tokens/s (median) | rounds |", "| --- | --- | --- |"]
+    for k, v in r["steady_tokens_per_s"].items():
+        lines.append(f"| {k} | {r['median'][k]:,.0f} | {', '.join(f'{x:,.0f}' for x in v)} |")
+    lines.append("")
+    if "2bw_over_1f1b" in r:
+        lines.append(f"2BW ÷ 1F1B = **{r['2bw_over_1f1b']:.3f}** (ideal "
+                     f"{r['ideal_2bw_over_1f1b']:.3f})"
+                     + (f"; 2BW + EF ÷ 2BW = **{r['2bw_ef_over_2bw']:.3f}**."
+                        if "2bw_ef_over_2bw" in r else "."))
+    return "\n".join(lines) + "\n"
 
 
 def main(argv=None) -> dict:
@@ -90,19 +109,12 @@ def main(argv=None) -> dict:
         out["2bw_over_1f1b"] = med["2bw"] / med["1f1b"]
     if "2bw+ef" in med and "2bw" in med:
         out["2bw_ef_over_2bw"] = med["2bw+ef"] / med["2bw"]
-    print(f"\n## asyncpp-train under torchrun, {P} ranks (P = {P}, m = {m}), "
-          f"{args.steps} steps × {args.rounds} rounds")
-    print("| schedule | steady tokens/s (median) | runs |")
-    print("| --- | --- | --- |")
-    for k in args.cases:
-        print(f"| {k} | {med[k]:,.0f} | {', '.join(f'{v:,.0f}' for v in rates[k])} |")
-    for key in ("2bw_over_1f1b", "2bw_ef_over_2bw"):
-        if key in out:
-            print(f"{key}: {out[key]:.3f}")
-    print(f"ideal 2bw/1f1b: {out['ideal_2bw_over_1f1b']:.3f}; load {load0[0]:.1f} → "
-          f"{out['load_after'][0]:.1f}")
+    print(render(out))
     if not args.no_save:
         print("wrote", save(f"async_cli_P{P}_m{m}", out))
+        write_readme_block(f"async_cli_P{P}_m{m}", render(json.loads(
+            (Path(os.environ.get("ASYNCPP_BENCH_RESULTS") or ROOT / "benchmarks" / "results")
+             / f"async_cli_P{P}_m{m}.json").read_text())))
     return out
 
 
