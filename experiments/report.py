@@ -164,6 +164,22 @@ def build_report(tier: sweep.Tier) -> Path:
     return tier.tables
 
 
+GLANCE_HEAD = "| run | regime | optimizer |"
+ZERO_GAP_OPT = ("<!-- zero-gap-opt:begin -->", "<!-- zero-gap-opt:end -->")
+
+
+def _ladder_zero_gap(text: str) -> str:
+    """The ladder's zero-gap table between its block markers, rows for every (tier, optimizer)
+    with results so far (rows appear as the runs land; their numbers are markers)."""
+    from report_zero_gap import marked_table
+
+    begin, end = ZERO_GAP_OPT
+    if begin not in text:
+        return text
+    i, j = text.index(begin) + len(begin), text.index(end)
+    return text[:i] + "\n" + marked_table(("opt-180k", "opt-580k")) + "\n" + text[j:]
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description="tables.md and figures/ from the results JSON")
     ap.add_argument("--tier", default="tiny", choices=sorted(sweep.TIERS))
@@ -171,17 +187,26 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=None, help="folder of tables.md and figures/ (default: "
                     "the tier's, experiments/<tier>/)")
     ap.add_argument("--fill-readme", action="store_true",
-                    help="rewrite the marked numbers of experiments/README.md to their current "
-                    "values (see number()) and exit")
+                    help="rewrite the marked numbers of experiments/README.md and README.md "
+                    "(and the front page's glance table) to their current values (see "
+                    "number()) and exit")
     args = ap.parse_args(argv)
     if args.fill_readme:
         readme = HERE / "README.md"
-        text = readme.read_text(encoding="utf-8")
+        text = _ladder_zero_gap(readme.read_text(encoding="utf-8"))
         stale = stale_numbers(text)
         readme.write_text(fill_numbers(text, keep_markers=True), encoding="utf-8")
         for key, old, new in stale:
             print(f"{key}: {old} -> {new}")
         print(f"{len(stale)} number(s) updated in {readme}")
+        front = HERE.parent / "README.md"
+        text = front.read_text(encoding="utf-8")
+        i = text.index(GLANCE_HEAD)  # the front page's "Results at a glance"
+        j = text.index("\n\n", i)
+        text = text[:i] + glance_table() + text[j:]
+        stale = stale_numbers(text)
+        front.write_text(fill_numbers(text, keep_markers=True), encoding="utf-8")
+        print(f"{len(stale)} number(s) and the glance table refreshed in {front}")
         return 0
     tier = sweep.get_tier(args.tier).at(results=args.results, root=args.out)
     print(build_report(tier))

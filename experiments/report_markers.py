@@ -131,9 +131,14 @@ def number(key: str) -> str:
     - ``zerogap/O`` — the zero-gap table's best correction of optimizer O ("EF(γ*)"),
       ``zerogappd/O`` its paired gap to sync with interval and signs, ``zerogapsd/O`` that gap
       in units of sync's seed sd, ``zerogapvd/O`` its verdict;
+    - ``pred/L`` — the verdict of the compute-optimal ladder's prediction L ("L1" … "L10":
+      holds, does not hold, within noise, pending; ``ladder_verdicts``), ``predwhy/L`` its
+      parts with their evidence (the tier in the key is ignored: they read every ladder tier);
     - ``paper/gap/O``, ``paper/rec/O`` — the paper's 360M gap and EF share (``PAPER_360M``);
       ``paper/gaprank/O`` where that gap ranks among the paper's ("smallest", …, "largest").
     """
+    if key.split(":")[0].split("/")[1:2] in (["pred"], ["predwhy"]):
+        return _number(key)  # prose with names in it ("opt-180k"): its numbers carry "−"
     return minus(_number(key))
 
 
@@ -154,6 +159,10 @@ def _number(key: str) -> str:
                 return "largest"
             return ("", "second ", "third ", "fourth ")[k] + "smallest"
         raise KeyError(f"unknown paper number {key!r}")
+    if kind in ("pred", "predwhy"):  # the ladder's predictions read every ladder tier
+        from ladder_verdicts import evidence_of, verdict_of
+
+        return (verdict_of if kind == "pred" else evidence_of)(args[0])
     R = _results_of(tier)
     d = int(dig) if dig else None
     if kind == "count":

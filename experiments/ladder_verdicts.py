@@ -1,0 +1,295 @@
+r"""The verdicts of the compute-optimal ladder's predictions L1–L10 (experiments/README.md,
+"Compute-optimal ladder: predictions", committed before the first run), computed from the
+result files by the rule of ``stats.py``.
+
+Each prediction is split into its parts; a part states a direction ("AdamW's gap is above
+zero", "EF(γ*) − EF is not above zero") and gets one of
+
+- **holds** — the 95 % interval of the paired difference (over ≥ :data:`MIN_SEEDS` seeds)
+  lies wholly on the predicted side of the margin;
+- **does not hold** — it lies wholly on the other side;
+- **within noise** — it contains the margin (a prediction of "no difference" can never
+  "hold" under this rule: its best outcome is "within noise");
+- **pending** — a cell is missing or has fewer seeds than the rule needs.
+
+A prediction is "holds" when every part holds, "does not hold" when a part does not, and
+otherwise "within noise" (or "pending" while a part is). :func:`verdict_of` and
+:func:`evidence_of` feed the markers ``pred/L…`` and ``predwhy/L…`` of
+``report_markers.number``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import stats
+from report_common import LABEL, pair, share, vals
+
+MIN_SEEDS = 3  # every verdict cell; the token ladder runs 2 seeds (TOKEN_SEEDS)
+TOKEN_SEEDS = 2
+HOLDS, FAILS, NOISE, PENDING = "holds", "does not hold", "within noise", "pending"
+
+
+@dataclasses.dataclass(frozen=True)
+class Part:
+    """One directional statement and what the results say about it."""
+
+    text: str
+    verdict: str
+    evidence: str
+
+
+def _fmt(p: stats.Paired | None, digits: int = 3, signs: bool = True) -> str:
+    """"+0.012 [+0.004, +0.020], 3/3 positive" (``signs``: the paired seeds' agreement)."""
+    if p is None:
+        return "not measured yet"
+    if p.lo is None:
+        return f"{p.mean:+.{digits}f} (n = {p.n})".replace("-", "−")
+    tail = f", {p.signs}" if signs else ""
+    return f"{p.mean:+.{digits}f} [{p.lo:+.{digits}f}, {p.hi:+.{digits}f}]{tail}".replace(
+        "-", "−")
+
+
+def directional(p: stats.Paired | None, sign: int, margin: float = 0.0,
+                min_seeds: int = MIN_SEEDS) -> str:
+    """The verdict of "the difference is above ``margin``" (``sign`` = +1) or "below
+    ``margin``" (``sign`` = −1) from the interval of ``p``."""
+    if p is None or p.n < min_seeds or p.lo is None:
+        return PENDING
+    lo, hi = p.lo - margin, p.hi - margin
+    if sign * lo > 0 and sign * hi > 0:
+        return HOLDS
+    if sign * lo < 0 and sign * hi < 0:
+        return FAILS
+    return NOISE
+
+
+def _gap(R, o: str, mode: str = "async", suffix: str = "") -> stats.Paired | None:
+    return pair(R, f"{o}-{mode}{suffix}", f"{o}-sync{suffix}")
+
+
+def _gap_diff(R, o1: str, o2: str, mode: str = "async") -> stats.Paired | None:
+    """(gap of o2) − (gap of o1), paired by seed."""
+    g1 = {k: v - vals(R, f"{o1}-sync").get(k, math.nan)
+          for k, v in vals(R, f"{o1}-{mode}").items()}
+    g2 = {k: v - vals(R, f"{o2}-sync").get(k, math.nan)
+          for k, v in vals(R, f"{o2}-{mode}").items()}
+    common = {k for k in set(g1) & set(g2) if math.isfinite(g1[k]) and math.isfinite(g2[k])}
+    if not common:
+        return None
+    return stats.paired({k: g2[k] for k in common}, {k: g1[k] for k in common})
+
+
+def welch(a: list[float], b: list[float]) -> stats.Paired | None:
+    """The unpaired difference mean(a) − mean(b) with its Welch 95 % t-interval (different
+    models share no seed noise, so nothing pairs them); returned as a ``stats.Paired`` with
+    n = min(len(a), len(b)) and no per-seed signs."""
+    if len(a) < 2 or len(b) < 2:
+        return None
+    sa, sb = stats.summary(a), stats.summary(b)
+    va, vb = sa.sd ** 2 / sa.n, sb.sd ** 2 / sb.n
+    se = math.sqrt(va + vb)
+    d = sa.mean - sb.mean
+    if se == 0:
+        return stats.Paired(d, 0.0, min(sa.n, sb.n), d, d, int(d > 0), int(d < 0), (), ())
+    dof = (va + vb) ** 2 / (va ** 2 / (sa.n - 1) + vb ** 2 / (sb.n - 1))
+    from scipy import stats as st
+
+    half = float(st.t.ppf(0.5 + stats.CONFIDENCE / 2, dof)) * se
+    return stats.Paired(d, se, min(sa.n, sb.n), d - half, d + half, int(d > 0), int(d < 0),
+                        (), ())
+
+
+def _seed_gaps(R, o: str, mode: str = "async") -> list[float]:
+    s = vals(R, f"{o}-sync")
+    return [v - s[k] for k, v in vals(R, f"{o}-{mode}").items()
+            if k in s and math.isfinite(v) and math.isfinite(s[k])]
+
+
+def _between(R, lo_o: str, mid_o: str, hi_o: str) -> Part:
+    """mid's gap between lo's and hi's (each side directional), or within noise of lo's."""
+    a, b = _gap_diff(R, lo_o, mid_o), _gap_diff(R, mid_o, hi_o)
+    va, vb = directional(a, +1), directional(b, +1)
+    v = PENDING if PENDING in (va, vb) else FAILS if FAILS in (va, vb) else \
+        HOLDS if va == vb == HOLDS else NOISE
+    return Part(f"{LABEL[mid_o]}'s gap between {LABEL[lo_o]}'s and {LABEL[hi_o]}'s", v,
+                f"{LABEL[mid_o]} − {LABEL[lo_o]} {_fmt(a)}; {LABEL[hi_o]} − {LABEL[mid_o]} "
+                f"{_fmt(b)}")
+
+
+def _exceeds(R, o: str, than: str) -> Part:
+    p = _gap_diff(R, than, o)
+    return Part(f"{LABEL[o]}'s gap above {LABEL[than]}'s", directional(p, +1),
+                f"{LABEL[o]} − {LABEL[than]} {_fmt(p)}")
+
+
+def _vs(R, a: str, b: str, sign: int, text: str, margin: float = 0.0,
+        min_seeds: int = MIN_SEEDS) -> Part:
+    p = pair(R, a, b)
+    return Part(text, directional(p, sign, margin, min_seeds), _fmt(p))
+
+
+def parts(key: str, tiers: dict) -> list[Part]:
+    """The parts of prediction ``key`` ("L1" … "L10"); ``tiers`` maps "opt-180k" (and
+    "opt-580k" where it has results) to its results ``R``."""
+    small = tiers["opt-180k"]
+    if key == "L1":
+        out = []
+        for t, R in tiers.items():
+            out += [Part(f"`{t}`: " + q.text, q.verdict, q.evidence) for q in (
+                _vs(R, "adamw-async", "adamw-sync", +1, "AdamW's 2BW gap above zero"),
+                _exceeds(R, "adamw", "muon"), _between(R, "muon", "soap", "adamw"),
+                _vs(R, "muon-async", "muon-sync", -1, "Muon's gap below 0.04", 0.04))]
+        return out
+    if key == "L2":
+        return [_exceeds(small, "mars", "muon"), _exceeds(small, "lion", "muon"),
+                _between(small, "muon", "adan", "adamw")]
+    if key == "L3":
+        out = []
+        for o in ("adamw", "muon"):
+            p = pair(small, f"{o}-async", f"{o}-ef")  # async − EF: above zero = EF helps
+            x, _ = share(small, f"{o}-sync", f"{o}-async", f"{o}-ef")
+            v = directional(p, +1)
+            if o == "muon" and directional(_gap(small, o), +1) == NOISE:
+                v = NOISE  # no measurable gap, no share (the prediction's own rule)
+            elif v == HOLDS and (x is None or x < 50):
+                v = FAILS
+            out.append(Part(f"EF recovers ≥ 50 % of {LABEL[o]}'s gap", v,
+                            f"2BW − EF {_fmt(p)}; share on the seed means "
+                            + ("—" if x is None else f"{x:.0f} %")))
+        return out
+    if key == "L4":
+        return [_vs(small, f"{o}-efg", f"{o}-ef", -1,
+                    f"{LABEL[o]}: EF(γ*) below EF" if o == "adamw"
+                    else f"{LABEL[o]}: EF(γ*) not above EF (no difference predicted)")
+                for o in ("adamw", "muon", "soap")]
+    if key == "L5":
+        from report_zero_gap import zero_gap_row
+
+        out = []
+        for t, R in tiers.items():
+            for o, sign in (("muon", 0), ("adamw", +1)):
+                z = zero_gap_row(R, o)
+                p = None if z is None else z.paired
+                v = directional(p, +1) if sign else (
+                    PENDING if directional(p, +1) == PENDING else
+                    NOISE if directional(p, +1) == NOISE else FAILS)
+                out.append(Part(f"`{t}`: {LABEL[o]}'s best correction "
+                                + ("above synchronous" if sign else "within noise of "
+                                   "synchronous"), v,
+                                ("" if z is None else f"{z.label}: ") + _fmt(p)))
+        return out
+    if key == "L6":
+        out = []
+        for o in ("muon", "adamw"):
+            g20 = {k: v for k, v in zip(*_gap_by_seed(small, o, ""))}
+            g80 = {k: v for k, v in zip(*_gap_by_seed(small, o, "-tpp80"))}
+            common = set(g20) & set(g80)
+            p = stats.paired({k: g80[k] for k in common}, {k: g20[k] for k in common}) \
+                if common else None
+            out.append(Part(f"{LABEL[o]}'s gap at 80 tokens/parameter not above its gap at 20",
+                            _no_growth(p), f"gap(80) − gap(20) {_fmt(p)}"))
+        return out
+    if key == "L7":
+        if "opt-580k" not in tiers:
+            return [Part("the gap does not grow from 180k to 580k parameters", PENDING,
+                         "`opt-580k` not run yet")]
+        big = tiers["opt-580k"]
+        out = []
+        for o in ("muon", "adamw", "soap"):
+            p = welch(_seed_gaps(big, o), _seed_gaps(small, o))
+            out.append(Part(f"{LABEL[o]}'s gap at 580k not above its gap at 180k",
+                            _no_growth(p),
+                            f"gap(580k) − gap(180k), unpaired {_fmt(p, signs=False)}"))
+        return out
+    if key == "L8":
+        return [
+            _vs(small, "adamw-pipedream-P4", "adamw-async-P4", +1,
+                "AdamW: PipeDream at P = 4 above 2BW at P = 4"),
+            _vs(small, "adamw-pipedream-P4-equal", "adamw-async-P4", +1,
+                "AdamW: PipeDream's equal-updates control above 2BW"),
+            *[_null(small, f"muon-{c}", "muon-async-P4", f"Muon: {what} within noise of 2BW")
+              for c, what in (("pipedream-P4", "PipeDream"),
+                              ("pipedream-P4-equal", "the equal-updates control"))]]
+    if key == "L9":
+        return [_vs(small, "adamw-syncstart", "adamw-ef", +1,
+                    "AdamW: synchronous start above EF"),
+                _vs(small, "adamw-cooldown", "adamw-ef", +1,
+                    "AdamW: synchronous cooldown above EF"),
+                _null(small, "muon-nag", "muon-ef", "Muon: Nesterov within noise of EF")]
+    if key == "L10":
+        return [_lr_part(t, o, m) for t in tiers for o in ("muon", "adamw", "soap")
+                for m in ("async", "ef", "efg")] + [
+            _lr_part("opt-180k", o, m) for o in ("adan", "lion", "mars")
+            for m in ("async", "ef")]
+    raise KeyError(f"unknown prediction {key!r}")
+
+
+def _gap_by_seed(R, o: str, suffix: str) -> tuple[list[int], list[float]]:
+    s, a = vals(R, f"{o}-sync{suffix}"), vals(R, f"{o}-async{suffix}")
+    ks = sorted(k for k in set(s) & set(a) if math.isfinite(s[k]) and math.isfinite(a[k]))
+    return ks, [a[k] - s[k] for k in ks]
+
+
+def _no_growth(p: stats.Paired | None) -> str:
+    """"Does not grow": holds only if it shrinks (interval below zero), does not hold if it
+    grows (above zero), else within noise; 2 seeds suffice (the token ladder's)."""
+    return directional(p, -1, min_seeds=TOKEN_SEEDS)
+
+
+def _null(R, a: str, b: str, text: str) -> Part:
+    """A "no difference" prediction: within noise (its best outcome) or does not hold."""
+    p = pair(R, a, b)
+    d = directional(p, +1)
+    return Part(text, PENDING if d == PENDING else NOISE if d == NOISE else FAILS, _fmt(p))
+
+
+def _lr_part(tier: str, o: str, m: str) -> Part:
+    import sweep
+    import tables_opt as to
+
+    t = sweep.get_tier(tier)
+    a, s = to.settled_lr(t, o, m), to.settled_lr(t, o, "sync")
+    text = f"`{tier}`: {LABEL[o]}'s {m} lr* not above its sync lr*"
+    if a is None or s is None:
+        return Part(text, PENDING, "grid not settled")
+    # seed 0's grid argmin: a choice, not a seed average, so no interval applies
+    return Part(text, HOLDS if a <= s else FAILS, f"{a:g} vs {s:g}")
+
+
+def combine(ps: list[Part]) -> str:
+    vs = [p.verdict for p in ps]
+    if FAILS in vs:
+        return FAILS
+    if PENDING in vs:
+        return PENDING
+    return HOLDS if all(v == HOLDS for v in vs) else NOISE
+
+
+def _tiers() -> dict:
+    import sweep
+    from report_common import load_results
+
+    out = {}
+    for t in ("opt-180k", "opt-580k"):
+        R = load_results(sweep.get_tier(t).results)
+        if R or t == "opt-180k":
+            out[t] = R
+    return out
+
+
+def verdict_of(key: str, tiers: dict | None = None) -> str:
+    return combine(parts(key, tiers if tiers is not None else _tiers()))
+
+
+def evidence_of(key: str, tiers: dict | None = None) -> str:
+    """Every part: "text: verdict (evidence)", joined by "; "."""
+    return "; ".join(f"{p.text}: **{p.verdict}** ({p.evidence})"
+                     for p in parts(key, tiers if tiers is not None else _tiers()))
+
+
+PREDICTIONS = tuple(f"L{i}" for i in range(1, 11))
+
+__all__ = ["PREDICTIONS", "Part", "combine", "directional", "evidence_of", "parts",
+           "verdict_of", "welch"]

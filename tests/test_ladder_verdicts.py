@@ -1,0 +1,95 @@
+"""The ladder's prediction verdicts (experiments/ladder_verdicts.py) on synthetic result files:
+the direction rule (holds / does not hold / within noise / pending), the share condition of
+L3, the unpaired size comparison of L7 against scipy's Welch test, and the lr rule of L10."""
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from scipy import stats as st
+
+EXP = Path(__file__).resolve().parent.parent / "experiments"
+sys.path.insert(0, str(EXP))
+import ladder_verdicts as lv  # noqa: E402
+import stats  # noqa: E402
+import sweep  # noqa: E402
+import tables_opt as to  # noqa: E402
+from report_common import load_results  # noqa: E402
+
+
+def _write(results: Path, cell: str, values: dict[int, float]) -> None:
+    results.mkdir(parents=True, exist_ok=True)
+    for seed, v in values.items():
+        rec = {"cell": cell, "seed": seed, "status": "ok",
+               "final": {"val_loss": v, "params": 180_512, "tokens_per_param": 20.0,
+                         "epochs": 0.12}}
+        (results / f"{cell}-seed{seed}.json").write_text(json.dumps(rec))
+
+
+def _paired(diffs):
+    return stats.paired(dict(enumerate(diffs)), dict.fromkeys(range(len(diffs)), 0.0))
+
+
+def test_direction_rule():
+    above = _paired([0.10, 0.12, 0.11])
+    assert lv.directional(above, +1) == lv.HOLDS
+    assert lv.directional(above, -1) == lv.FAILS
+    assert lv.directional(above, -1, margin=0.2) == lv.HOLDS  # wholly below the margin
+    noisy = _paired([0.10, -0.05, 0.02])
+    assert lv.directional(noisy, +1) == lv.directional(noisy, -1) == lv.NOISE
+    assert lv.directional(_paired([0.1, 0.2]), +1) == lv.PENDING  # 2 seeds < 3
+    assert lv.directional(None, +1) == lv.PENDING
+
+
+def _claims(tmp: Path, ef_offsets) -> dict:
+    sync = {0: 4.00, 1: 4.02, 2: 3.99}
+    _write(tmp, "adamw-sync", sync)
+    _write(tmp, "adamw-async", {k: v + 0.20 + 0.01 * k for k, v in sync.items()})
+    _write(tmp, "adamw-ef", {k: v + off for (k, v), off in zip(sync.items(), ef_offsets)})
+    return {"opt-180k": load_results(tmp)}
+
+
+def test_l3_needs_the_interval_and_half_the_gap(tmp_path):
+    # EF leaves ~0.05 of a ~0.21 gap: recovers ~76 %, interval of 2BW − EF above zero
+    t = _claims(tmp_path / "a", (0.05, 0.06, 0.04))
+    adamw = lv.parts("L3", t)[0]
+    assert adamw.verdict == lv.HOLDS and "share on the seed means 76 %" in adamw.evidence
+    # EF leaves ~0.15: the interval is still above zero but the share is ~29 %
+    t = _claims(tmp_path / "b", (0.15, 0.16, 0.14))
+    assert lv.parts("L3", t)[0].verdict == lv.FAILS
+    # EF indistinguishable from 2BW
+    t = _claims(tmp_path / "c", (0.30, 0.11, 0.24))
+    assert lv.parts("L3", t)[0].verdict == lv.NOISE
+    assert lv.combine(lv.parts("L3", t)) in (lv.NOISE, lv.PENDING)
+
+
+def test_l7_welch_interval_matches_scipy():
+    a, b = [0.05, 0.07, 0.06], [0.02, 0.01, 0.04]
+    p = lv.welch(a, b)
+    res = st.ttest_ind(a, b, equal_var=False)
+    ci = res.confidence_interval(0.95)
+    assert p.mean == pytest.approx(sum(a) / 3 - sum(b) / 3)
+    assert (p.lo, p.hi) == (pytest.approx(ci.low), pytest.approx(ci.high))
+    assert lv.welch([0.1], b) is None
+
+
+def test_l6_gap_growth_is_paired_by_seed(tmp_path):
+    for suffix, gap in (("", 0.10), ("-tpp80", 0.04)):
+        _write(tmp_path, f"muon-sync{suffix}", {0: 3.0, 1: 3.1})
+        _write(tmp_path, f"muon-async{suffix}", {0: 3.0 + gap, 1: 3.1 + gap + 0.001})
+    muon = lv.parts("L6", {"opt-180k": load_results(tmp_path)})[0]
+    assert muon.verdict == lv.HOLDS  # the gap shrank in both seeds by ~0.06
+    assert "gap(80) − gap(20) −0.060" in muon.evidence
+
+
+def test_l10_compares_settled_lrs(tmp_path, monkeypatch):
+    tier = sweep.get_tier("opt-180k").at(results=tmp_path)
+    monkeypatch.setitem(sweep.TIERS, "opt-180k", tier)
+    for m, best in (("sync", 0.01), ("async", 0.02)):
+        for lr in (0.005, 0.01, 0.02, 0.04):
+            v = 3.5 if lr == best else 3.9
+            _write(tmp_path, to.lr_cell_name("adamw", m, lr), {0: v})
+    part = lv._lr_part("opt-180k", "adamw", "async")
+    assert part.verdict == lv.FAILS and part.evidence == "0.02 vs 0.01"
+    assert lv._lr_part("opt-180k", "adamw", "ef").verdict == lv.PENDING
