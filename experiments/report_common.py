@@ -185,6 +185,7 @@ def _split_wide(rows: list[list[str]]) -> list[list[list[str]]]:
     while nlab < ncols - 1 and _is_label(cols[nlab]):
         nlab += 1
     values, room = list(range(nlab, ncols)), COLUMN_PX - sum(width[:nlab])
+    chunks = [values]  # one value column (or none fits): the table as it is
     for parts in range(2, len(values) + 1):  # the fewest tables of near-equal column counts
         size = -(-len(values) // parts)
         chunks = [values[i:i + size] for i in range(0, len(values), size)]

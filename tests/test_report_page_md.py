@@ -64,3 +64,9 @@ def test_a_table_that_fits_is_one_table():
     md = rc.grid(["optimizer", "sync"], [["Muon", rc.Val("3.2 ± 0.1", 3)]])
     out = rc.page_md(md)
     assert "\n\n" not in out and len(_rows(out)) == 2
+
+
+def test_a_wide_table_with_one_value_column_stays_one_table():
+    long = "a long prose cell that has to wrap, " * 8
+    rows = [["label", "value"], ["x", long], ["y", long]]
+    assert rc._split_wide(rows) == [rows]
