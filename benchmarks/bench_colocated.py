@@ -111,15 +111,20 @@ def rank_main(outdir: Path, args) -> None:
         for _ in range(args.rounds):
             for label, (ex, _) in exes.items():
                 dist.barrier()
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.thread_time()
                 ex.train_steps(data)
-                res["times"].setdefault(f"{label}|{m}", []).append(
-                    args.steps / (time.perf_counter() - t0))
+                wall = time.perf_counter() - t0
+                res["times"].setdefault(f"{label}|{m}", []).append(args.steps / wall)
+                # how busy this rank was: its main thread's CPU time over the wall time
+                res.setdefault("busy_rank", {}).setdefault(f"{label}|{m}", []).append(
+                    (time.thread_time() - c0) / wall)
         for label, (_, peak) in exes.items():
-            mine = torch.tensor([float(peak["b"])], dtype=torch.float64)
-            every = [torch.zeros(1, dtype=torch.float64) for _ in range(2)]
+            busy = statistics.median(res["busy_rank"][f"{label}|{m}"])
+            mine = torch.tensor([float(peak["b"]), busy], dtype=torch.float64)
+            every = [torch.zeros(2, dtype=torch.float64) for _ in range(2)]
             dist.all_gather(every, mine)
-            res["bytes"][f"{label}|{m}"] = [int(v) for v in every]
+            res["bytes"][f"{label}|{m}"] = [int(v[0]) for v in every]
+            res.setdefault("busy", {})[f"{label}|{m}"] = [float(v[1]) for v in every]
     if dist.get_rank() == 0:
         (outdir / "result.json").write_text(json.dumps(res))
     dist.barrier()
@@ -132,14 +137,17 @@ def render(r: dict) -> str:
     lines = [f"Run of {mach['date']}, torch {mach['torch']}: d = {a['d']}, {a['layers']} "
              f"layers, {a['rows']} rows per microbatch, {a['steps']} steps × {a['rounds']} "
              f"interleaved rounds, load at the end {r['load_end'][0]:.1f}.", "",
-             "| m | case | steps/s, median (range) | ÷ 2BW | weight-version MB per rank | ÷ 2BW |",
-             "| --- | --- | --- | --- | --- | --- |"]
+             "| m | case | steps/s, median (range) | ÷ 2BW | weight-version MB per rank | ÷ 2BW "
+             "| busy, rank 0 / 1 |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
     for key, c in r["cases"].items():
         lab, m = key.rsplit("|", 1)
         lo, hi = c["range"]
         mb = " / ".join(f"{b / 2**20:.2f}" for b in c["version_bytes_per_rank"])
         lines.append(f"| {m} | {lab} | {c['steps_per_s']:.1f} ({lo:.1f}–{hi:.1f}) | "
-                     f"{c['vs_2bw']:.2f} | {mb} | {c['version_bytes_vs_2bw']:.2f} |")
+                     f"{c['vs_2bw']:.2f} | {mb} | {c['version_bytes_vs_2bw']:.2f} | "
+                     + (" / ".join(f"{b:.0%}" for b in c["busy"]) if "busy" in c else "—")
+                     + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -194,7 +202,8 @@ def main() -> int:
                   f"{med / base:>6.2f} {mb:>28} {max(b) / base_b:>6.2f}")
             table[f"{lab}|{m}"] = {"steps_per_s": med, "range": [min(ts), max(ts)],
                                    "vs_2bw": med / base, "version_bytes_per_rank": b,
-                                   "version_bytes_vs_2bw": max(b) / base_b}
+                                   "version_bytes_vs_2bw": max(b) / base_b,
+                                   "busy": res["busy"][f"{lab}|{m}"]}
     if not args.no_save:
         path = save("colocated", {
             "args": {k: v for k, v in vars(args).items()
