@@ -98,6 +98,8 @@ def number(key: str) -> str:
     ``KEY`` is ``tier/kind/args`` with an optional ``:digits``; cells are result-cell names:
 
     - ``count`` — number of result files of the tier; ``n/C`` — seeds of cell C;
+    - ``cpuh`` — the CPU-hours its runs took (the sum of their wall times, one thread each;
+      reused results not counted);
     - ``loss/C``, ``lossmean/C`` — final validation loss of C, mean ± std (or the mean);
     - ``gap/A/B``, ``gapmean/A/B`` — paired gap B − A, signed;
     - ``ci/A/B`` — the 95 % t-interval of the paired B − A, "[lo, hi]"; ``signs/A/B`` — how
@@ -167,6 +169,10 @@ def _number(key: str) -> str:
     d = int(dig) if dig else None
     if kind == "count":
         return str(sum(len(v) for v in R.values()))
+    if kind == "cpuh":  # one thread per run: its wall time is its CPU time
+        secs = sum(r["final"].get("wall_s", 0.0) for v in R.values() for r in v.values()
+                   if "reused_from" not in r and isinstance(r.get("final"), dict))
+        return f"{secs / 3600:.{d if d is not None else 1}f}"
     if kind == "n":
         return str(len(vals(R, args[0])))
     if kind in ("loss", "lossmean"):
