@@ -14,6 +14,7 @@ Usage::
     python experiments/reproduce.py experiments/tiny/results/muon-ef-seed0.json ...
     python experiments/reproduce.py --tier opt-180k --sample 3      # a seeded sample
     python experiments/reproduce.py --tier tiny --sample 2 --out /tmp/repro.json
+    python experiments/reproduce.py --probe experiments/tiny/results/adan-sync-alg1-*-seed1.json
 """
 
 from __future__ import annotations
@@ -63,6 +64,20 @@ def checkout(commit: str, where: Path) -> Path:
         for d in (REPO / "data").iterdir():
             (where / "data" / d.name).symlink_to(d)
     return where
+
+
+PERTURBATION = 1e-8  # the relative change of the lr that probes a run's sensitivity
+
+
+def perturbed(rec: dict) -> dict | None:
+    """The record with its ``--optimizer.lr`` multiplied by 1 + :data:`PERTURBATION` (None
+    when its command names no lr)."""
+    args = shlex.split(rec["command"])
+    if "--optimizer.lr" not in args:
+        return None
+    i = args.index("--optimizer.lr") + 1
+    args[i] = repr(float(args[i]) * (1 + PERTURBATION))
+    return {**rec, "command": shlex.join(args)}
 
 
 def rerun(rec: dict, code: Path, scratch: Path) -> dict:
@@ -115,8 +130,11 @@ def explain(rec: dict, got: dict) -> list[str]:
     return why
 
 
-def check(paths: list[Path], keep: bool = False) -> list[dict]:
-    """Re-run each result file; one report row per file."""
+def check(paths: list[Path], keep: bool = False, probe: bool = False) -> list[dict]:
+    """Re-run each result file; one report row per file. With ``probe``, a result that
+    differs is also re-run with its lr changed by a relative :data:`PERTURBATION`: how far
+    that moves the final loss is how far this run amplifies a floating-point difference (a
+    run that moves by more than its discrepancy cannot be reproduced across machines)."""
     rows, clones = [], {}
     root = Path(tempfile.mkdtemp(prefix="asyncpp-reproduce-"))
     try:
@@ -141,6 +159,18 @@ def check(paths: list[Path], keep: bool = False) -> list[dict]:
                 row["status"] = "reproduced" if same else "differs"
                 if not same:
                     row["why"] = explain(rec, got)
+                    alt = perturbed(rec) if probe else None
+                    if alt is not None:
+                        got2 = rerun(alt, clones[commit], Path(tempfile.mkdtemp(dir=root)))
+                        if "val_loss" in got2:
+                            row["sensitivity"] = got2["val_loss"] - got["val_loss"]
+                            amplified = abs(row["sensitivity"]) >= abs(row["diff"])
+                            row["why"].append(
+                                f"the lr × (1 + {PERTURBATION:g}) moves this run by "
+                                f"{row['sensitivity']:+.2e}"
+                                + (": it amplifies a floating-point difference beyond its "
+                                   "discrepancy" if amplified else
+                                   ", less than its discrepancy"))
             rows.append(row)
             print(_line(row), flush=True)
     finally:
@@ -175,13 +205,16 @@ def main(argv=None) -> int:
     ap.add_argument("--sample", type=int, default=3)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", help="write the report as JSON here")
+    ap.add_argument("--probe", action="store_true",
+                    help="re-run a result that differs with its lr × (1 + 1e-8) too: how far "
+                    "the run amplifies a floating-point difference")
     args = ap.parse_args(argv)
     paths = [Path(p) for p in args.results]
     if args.tier:
         paths += sample(HERE / args.tier / "results", args.sample, args.seed)
     if not paths:
         ap.error("give result files or --tier")
-    rows = check(paths)
+    rows = check(paths, probe=args.probe)
     if args.out:
         Path(args.out).write_text(json.dumps(rows, indent=1) + "\n")
     bad = [r for r in rows if r["status"] in ("differs", "failed")]
