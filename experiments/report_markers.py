@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import re
+from pathlib import Path
 
 import stats
 import sweep
@@ -98,6 +99,8 @@ def number(key: str) -> str:
     ``KEY`` is ``tier/kind/args`` with an optional ``:digits``; cells are result-cell names:
 
     - ``count`` — number of result files of the tier; ``n/C`` — seeds of cell C;
+    - ``repro/R/F`` — field F (``recorded``, ``rerun``, ``diff``, ``sensitivity``) of result R
+      in the tier's ``reproduction.json`` (``reproduce.py --probe --out``);
     - ``cpuh`` — the CPU-hours its runs took (the sum of their wall times, one thread each;
       reused results not counted);
     - ``loss/C``, ``lossmean/C`` — final validation loss of C, mean ± std (or the mean);
@@ -169,6 +172,14 @@ def _number(key: str) -> str:
     d = int(dig) if dig else None
     if kind == "count":
         return str(sum(len(v) for v in R.values()))
+    if kind == "repro":  # experiments/<tier>/reproduction.json (reproduce.py --out)
+        import json
+
+        rows = json.loads((sweep.get_tier(tier).root / "reproduction.json").read_text())
+        row = next(r for r in rows if Path(r["result"]).stem == args[0])
+        x = row.get(args[1])
+        return "—" if x is None else f"{x:+.{d or 1}e}" if args[1] in ("diff", "sensitivity") \
+            else f"{x:.{d or 7}f}"
     if kind == "cpuh":  # one thread per run: its wall time is its CPU time
         secs = sum(r["final"].get("wall_s", 0.0) for v in R.values() for r in v.values()
                    if "reused_from" not in r and isinstance(r.get("final"), dict))
