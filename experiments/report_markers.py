@@ -178,8 +178,11 @@ def _number(key: str) -> str:
         rows = json.loads((sweep.get_tier(tier).root / "reproduction.json").read_text())
         row = next(r for r in rows if Path(r["result"]).stem == args[0])
         x = row.get(args[1])
-        return "—" if x is None else f"{x:+.{d or 1}e}" if args[1] in ("diff", "sensitivity") \
-            else f"{x:.{d or 7}f}"
+        if x is None:
+            return "—"
+        if args[1] in ("diff", "sensitivity"):
+            return "0" if x == 0 else f"{x:+.{d or 1}e}"
+        return f"{x:.{d or 7}f}"
     if kind == "cpuh":  # one thread per run: its wall time is its CPU time
         secs = sum(r["final"].get("wall_s", 0.0) for v in R.values() for r in v.values()
                    if "reused_from" not in r and isinstance(r.get("final"), dict))
