@@ -55,7 +55,16 @@ from torch.optim import Optimizer
 
 from ...delay import DelayedOptimizer
 from .. import schedules as S
-from ..actions import ACTIVATION, GRADIENT, Backward, Forward, OptimizerStep, Recv, Send
+from ..actions import (
+    ACTIVATION,
+    GRADIENT,
+    Backward,
+    Forward,
+    OptimizerStep,
+    Recv,
+    Send,
+    to_str,
+)
 from ..registry import get_spec
 from ..topology import PipelineTopology
 from .context import StageContext, alias
@@ -631,6 +640,9 @@ class PipelineExecutor:
         idle = self._apply_ready
         comm: list = []
         try:
+            if self.placement is not None:
+                yield from self._interleaved(program, run)
+                program = ()
             for a in program:
                 if type(a) in _COMM:
                     comm.append(a)
@@ -651,6 +663,75 @@ class PipelineExecutor:
             self.next_step = self._end
         finally:
             self._end = None
+
+    def _interleaved(self, program: Iterable, run: _RunState) -> Iterator[StepOutput]:
+        r"""Run a rank's merged program of several stages, each stage in its own order, the
+        stages interleaved by readiness: of the stages' next compute actions, the first (in
+        the merged program's order) whose receives have arrived runs next; when none has,
+        the rank waits for the first one's. The merged order was computed for nominal costs;
+        with real ones (a slower backward, a late message) a fixed interleaving makes one
+        stage wait while another's input is already there.
+
+        Free of deadlock whenever the merged programs are: a rank waits only on its first
+        unfinished action u in program order, whose message comes from an unfinished action
+        p of the peer at or after the peer's own first unfinished action v; if v waited in
+        turn on an unfinished action at or after u, the merged programs would order
+        u ≤ (that action) < v ≤ p < u. Each stage's own order — and so every version,
+        update and message of a stream — is the program's."""
+        tr, contexts = self.transport, self.contexts
+        # a unit: [position in the merged program, its receives, the compute, its sends]
+        queues: dict[int, list] = {s: [] for s in contexts}
+        recvs: list = []
+        for n, a in enumerate(program):
+            if isinstance(a, Recv):
+                recvs.append(a)
+            elif isinstance(a, Send):
+                queues[a.stage][-1][3].append(a)  # after the compute that produced it
+            else:  # a compute action, after its own stage's receives
+                queues[a.stage].append([n, [r for r in recvs if r.stage == a.stage], a, []])
+                recvs = [r for r in recvs if r.stage != a.stage]
+        if recvs:
+            raise PipelineError(f"receives {[to_str(r) for r in recvs]} precede no compute "
+                                "action of their stage")
+        for q in queues.values():
+            q.reverse()  # each stage's next unit is popped from the end
+        posted: dict[int, tuple] = {}
+
+        def ready(unit) -> bool:
+            for r in unit[1]:
+                if r.peer in tr.local:
+                    if not tr.local_ready(r, contexts):
+                        return False
+                    continue
+                if id(r) not in posted:
+                    got = tr.post_recv(r, contexts, block=False)
+                    if got is None:
+                        return False
+                    posted[id(r)] = got
+                if not posted[id(r)][1].is_completed():
+                    return False
+            return True
+
+        while any(queues.values()):
+            heads = [q[-1] for q in queues.values() if q]
+            # ready() posts the heads' receives early: they are matched stream by stream
+            cand = [u for u in heads if ready(u)]
+            if not cand:
+                self._apply_ready()  # idle: updates whose reductions are done
+            u = min(cand or heads, key=lambda x: x[0])
+            for r in u[1]:
+                if r.peer in tr.local:
+                    continue
+                got = posted.pop(id(r), None) or tr.post_recv(r, contexts, block=True)
+                tr.finish_recv(r, got, contexts)
+            a = u[2]
+            for handler in HANDLERS[type(a)]:
+                out = getattr(self, handler)(a, contexts[a.stage], run)
+            if out is not None:
+                yield out
+            if u[3]:
+                tr.communicate(u[3], contexts)
+            queues[a.stage].pop()
 
     def _gather_losses(self, losses: torch.Tensor, last: bool) -> list[float]:
         """Per-step losses on every rank: the last stage's (mean over DP replicas) are summed

@@ -139,14 +139,7 @@ class Transport:
                 continue
             if a.kind == ACTIVATION:
                 if a.peer not in self.header_recvd:
-                    hdr = torch.empty(_HEADER, dtype=torch.int64, device=self.device)
-                    for w in self.post([("recv", hdr, peer, tag)]):
-                        self.wait(w, f"the activation header for {to_str(a)}", peer)
-                    h = hdr.tolist()
-                    if not (0 <= h[0] < len(_DTYPES) and 0 <= h[1] <= _HEADER - 2):
-                        raise PipelineError(f"malformed activation header {h} from rank {peer}")
-                    self.meta[a.peer] = (_DTYPES[h[0]], tuple(h[2:2 + h[1]]))
-                    self.header_recvd.add(a.peer)
+                    self.communicate_header(a, peer, tag)
                 dtype, shape = self.meta[a.peer]
             else:
                 out = ctx.inflight[(a.step, a.mb)][1]
@@ -173,6 +166,46 @@ class Transport:
                                   f"({to_str(a)})", peer)
             contexts[a.stage].in_msgs[(a.kind, a.step, a.mb)] = buf
         self.drain_sends(keep=4 * len(self.stage_rank))
+
+    # -- one receive at a time (several stages per rank: the executor picks the stage) ------
+    def local_ready(self, a, contexts: dict) -> bool:
+        """Whether receive ``a`` from a stage of this rank has its message (handed over)."""
+        return (a.kind, a.step, a.mb) in contexts[a.stage].in_msgs
+
+    def post_recv(self, a, contexts: dict, block: bool):
+        """Post the remote receive ``a`` alone; returns ``(buffer, work)``. The first
+        activation of a stream needs its header (the shape) first: that is received here
+        when ``block`` is true, else None is returned and nothing is posted."""
+        ctx = contexts[a.stage]
+        peer, tag = self.stage_rank[a.peer], self._tag(a.peer, a.kind)
+        if a.kind == ACTIVATION:
+            if a.peer not in self.header_recvd:
+                if not block:
+                    return None
+                self.communicate_header(a, peer, tag)
+            dtype, shape = self.meta[a.peer]
+        else:
+            out = ctx.inflight[(a.step, a.mb)][1]
+            dtype, shape = out.dtype, tuple(out.shape)
+        buf = torch.empty(shape, dtype=dtype, device=self.device)
+        return buf, self.post([("recv", buf, peer, tag)])[0]
+
+    def communicate_header(self, a, peer: int, tag: int) -> None:
+        hdr = torch.empty(_HEADER, dtype=torch.int64, device=self.device)
+        for w in self.post([("recv", hdr, peer, tag)]):
+            self.wait(w, f"the activation header for {to_str(a)}", peer)
+        h = hdr.tolist()
+        if not (0 <= h[0] < len(_DTYPES) and 0 <= h[1] <= _HEADER - 2):
+            raise PipelineError(f"malformed activation header {h} from rank {peer}")
+        self.meta[a.peer] = (_DTYPES[h[0]], tuple(h[2:2 + h[1]]))
+        self.header_recvd.add(a.peer)
+
+    def finish_recv(self, a, posted, contexts: dict) -> None:
+        """Wait for a receive posted by :meth:`post_recv` and hand its message to the stage."""
+        buf, work = posted
+        self.wait(work, f"the {a.kind} of step {a.step} microbatch {a.mb} ({to_str(a)})",
+                  self.stage_rank[a.peer])
+        contexts[a.stage].in_msgs[(a.kind, a.step, a.mb)] = buf
 
     def drain_sends(self, keep: int = 0) -> None:
         """Release finished sends (their tensors), oldest first; wait for the oldest ones
