@@ -141,6 +141,42 @@ def check_evaluate_and_resume(topo):
             "resume_losses_equal": tail_a == tail_b, "resume_weights_equal": same}
 
 
+def check_interleaving_adapts(topo):
+    """WPipe co-located with the last partition's backward slowed (a sleep on rank 1): rank 0
+    runs its stages in another interleaving than the merged program's (stage 0's next
+    forward needs nothing remote while stage 2 waits for its gradient), and the result is
+    still the delay core's."""
+    from asyncpp.pipeline.simulator import rank_programs
+
+    P, m = 2 * topo.num_stages, 4
+    placement = default_devices(build("wpipe", P, m))
+    xs, ys = data("mlp", 12)
+    *ref, _ = simulate_per_stage_delays(mlp_layers, P, "wpipe", "adamw", ADAMW, xs, ys, mse,
+                                        "none")
+    _, _, bw = simulate(mlp_layers, P, "2bw", "adamw", ADAMW, m, xs, ys, mse)
+    ex = make(topo, "wpipe", P, placement, "adamw", ADAMW, m)
+    ran = []
+    for attr in ("_forward", "_backward"):
+        fn = getattr(ex, attr)
+
+        def logged(a, ctx, run, _fn=fn, _attr=attr):
+            if a.stage == P - 1 and _attr == "_backward":
+                time.sleep(0.02)
+            ran.append((type(a).__name__, a.stage, a.step, a.mb))
+            return _fn(a, ctx, run)
+
+        setattr(ex, attr, logged)
+    out = compare(ex, tuple(ref), xs, ys, bw, chunks=())
+    merged = [(type(a).__name__, a.stage, a.step, a.mb) for a in rank_programs(
+        build("wpipe", P, m, len(xs)), placement)[topo.stage] if type(a).__name__ in
+        ("Forward", "Backward")]
+    out["order_differs"] = ran != merged
+    out["same_per_stage"] = all([x for x in ran if x[1] == s] == [x for x in merged
+                                                                 if x[1] == s]
+                                for s in placement[topo.stage])
+    return out
+
+
 def scenario_main(results):
     topo = PipelineTopology.create(2, timeout=60)
     for name, optname, hp, corr in [("adamw", "adamw", ADAMW, "none"),
@@ -157,6 +193,7 @@ def scenario_main(results):
                                 optname, hp, 4, corr)
         results[key] = out
     results["wpipe_evaluate_resume"] = check_evaluate_and_resume(topo)
+    results["wpipe_interleaving_adapts"] = check_interleaving_adapts(topo)
 
 
 SCENARIOS = {"main": scenario_main}

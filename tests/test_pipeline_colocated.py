@@ -72,3 +72,13 @@ def test_colocated_evaluate_and_resume(run):
         r = res["wpipe_evaluate_resume"]
         assert r["evaluate"] < TOL
         assert r["resume_losses_equal"] and r["resume_weights_equal"]
+
+
+def test_interleaving_adapts_to_a_slow_stage_and_stays_exact(run):
+    """A slow last partition: rank 0 departs from the merged program's interleaving (a fixed
+    order would wait), each stage keeps its own order, and the weights are the delay core's."""
+    r0, r1 = (res["wpipe_interleaving_adapts"] for res in run)
+    for r in (r0, r1):
+        assert r["params_next"] < TOL and r["params_newest"] < TOL and r["loss"] < TOL
+        assert r["same_per_stage"], r
+    assert r0["order_differs"], r0
