@@ -164,7 +164,7 @@ def build_report(tier: sweep.Tier) -> Path:
     return tier.tables
 
 
-GLANCE_HEAD = "| run | regime | optimizer |"
+GLANCE_HEAD = "| run | regime | optimizer |"  # the table starts so
 ZERO_GAP_OPT = ("<!-- zero-gap-opt:begin -->", "<!-- zero-gap-opt:end -->")
 
 

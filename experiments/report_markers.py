@@ -112,6 +112,9 @@ def number(key: str) -> str:
     - ``gapseed/k/A/B`` — the gap of seed k; ``lossseed/k/C`` — the loss of seed k;
       ``diffseed/k/A/B`` — A − B in seed k, unsigned; ``gapat/STEP/A/B`` — the seed-mean gap of
       the validation curves at evaluation step STEP;
+    - ``gapci/A/B`` — the paired gap B − A with its 95 % interval, "+0.274 [−0.074, +0.622]";
+      ``recif/S/A/C`` — the share ``rec`` when the interval of the gap A − S excludes zero,
+      else "— (gap within noise)" (a share of an unestablished gap is unbounded);
     - ``rec/S/A/C`` — the share of the gap A − S that C recovers, "NN %"; ``recnum/S/A/C``
       the same without the unit; ``recseed/k/S/A/C`` that share for seed k; ``recseeds/S/A/C``
       the seeds' shares, "NN, NN, NN" (seed order);
@@ -252,6 +255,21 @@ def _number(key: str) -> str:
                 gaps.append(cb["val_loss"][cb["val_step"].index(step)]
                             - ca["val_loss"][ca["val_step"].index(step)])
         return _mean_sd(gaps, d or 2, True, False)
+    if kind == "gapci":  # the paired gap with its interval, "+0.274 [−0.074, +0.622]"
+        p = pair(R, args[1], args[0])
+        if p is None:
+            return "—"
+        if p.lo is None:
+            return f"{p.mean:+.{d or 3}f} (n = {p.n})"
+        return f"{p.mean:+.{d or 3}f} [{p.lo:+.{d or 3}f}, {p.hi:+.{d or 3}f}]"
+    if kind == "recif":  # a share only of a gap the interval establishes
+        p = pair(R, args[1], args[0])
+        if p is None:
+            return "—"
+        if not p.excludes_zero:
+            return "— (gap within noise)"
+        x, _ = share(R, *args)
+        return "—" if x is None else f"{x:.{d or 0}f} %"
     if kind in ("rec", "recnum"):
         x, _ = share(R, *args)
         if x is None:
@@ -353,7 +371,7 @@ def glance_table(runs=GLANCE_RUNS) -> str:
     pasted into Markdown that the tests check."""
     def m(key):
         return f"<!--n:{key}-->{number(key)}<!--/n-->"
-    lines = ["| run | regime | optimizer | gap 2BW − sync | EF recovers |",
+    lines = ["| run | regime | optimizer | gap 2BW − sync [95 % interval] | EF recovers |",
              "| --- | --- | --- | --- | --- |"]
     for tier, suffix, what in runs:
         R = _results_of(tier)
@@ -365,8 +383,8 @@ def glance_table(runs=GLANCE_RUNS) -> str:
         for k, o in enumerate(opts):
             s_, a_, e_ = (f"{o}-{x}{suffix}" for x in ("sync", "async", "ef"))
             head = (f"`{tier}`, {what}", m(f"{tier}/regime/{s_}")) if k == 0 else ("", "")
-            lines.append(f"| {head[0]} | {head[1]} | {LABEL[o]} | {m(f'{tier}/gap/{s_}/{a_}')} "
-                         f"| {m(f'{tier}/rec/{s_}/{a_}/{e_}')} |")
+            lines.append(f"| {head[0]} | {head[1]} | {LABEL[o]} | "
+                         f"{m(f'{tier}/gapci/{s_}/{a_}')} | {m(f'{tier}/recif/{s_}/{a_}/{e_}')} |")
     for k, o in enumerate(GLANCE_OPTIMIZERS):
         head = ("the paper, 360M", "360M parameters, 20 tokens/parameter, < 1 epoch") \
             if k == 0 else ("", "")
