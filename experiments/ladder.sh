@@ -19,7 +19,6 @@ tier="${1:?tier (opt-180k, opt-580k)}"; shift
 tables=()
 while [ $# -gt 0 ] && [ "$1" != "--" ]; do tables+=("$1"); shift; done
 [ "${1:-}" = "--" ] && shift
-[ ${#tables[@]} -gt 0 ] || tables=(opt-lr opt-claims opt-more opt-tokens)
 if [ -z "${LADDER_WORKTREE:-}" ]; then
   here=$PWD
   commit=$(git rev-parse HEAD)
@@ -34,6 +33,9 @@ if [ -z "${LADDER_WORKTREE:-}" ]; then
     --results "$here/experiments/$tier/results"
 fi
 PY="${PYTHON:-.venv/bin/python}"
+# no tables named: the tier's own, in their order (experiments/sweep.py's table_order)
+[ ${#tables[@]} -gt 0 ] || read -r -a tables <<< "$("$PY" -c "import sys; sys.path.insert(0, \
+'experiments'); import sweep; print(' '.join(sweep.get_tier('$tier').table_order))")"
 # Passes over the tables until one trains nothing: a pass can make new cells appear (a grid
 # extends past an edge, a settled lr lists its claims cells, a settled opt-180k grid starts
 # its opt-580k grid). When nothing was trained here but another lane still runs a cell of

@@ -279,14 +279,26 @@ def _tiers() -> dict:
     return out
 
 
-def verdict_of(key: str, tiers: dict | None = None) -> str:
-    return combine(parts(key, tiers if tiers is not None else _tiers()))
+PREREGISTERED_SEEDS = (0, 1, 2)  # the seeds the predictions were written for
 
 
-def evidence_of(key: str, tiers: dict | None = None) -> str:
+def restrict(tiers: dict, seeds) -> dict:
+    """``tiers`` with every cell's results restricted to ``seeds`` (the pre-registered three,
+    beside the verdicts on every seed run since)."""
+    return {t: {c: {k: r for k, r in v.items() if k in seeds} for c, v in R.items()}
+            for t, R in tiers.items()}
+
+
+def verdict_of(key: str, tiers: dict | None = None, seeds=None) -> str:
+    tiers = tiers if tiers is not None else _tiers()
+    return combine(parts(key, tiers if seeds is None else restrict(tiers, seeds)))
+
+
+def evidence_of(key: str, tiers: dict | None = None, seeds=None) -> str:
     """Every part: "text: verdict (evidence)", joined by "; "."""
-    return "; ".join(f"{p.text}: **{p.verdict}** ({p.evidence})"
-                     for p in parts(key, tiers if tiers is not None else _tiers()))
+    tiers = tiers if tiers is not None else _tiers()
+    return "; ".join(f"{p.text}: **{p.verdict}** ({p.evidence})" for p in parts(
+        key, tiers if seeds is None else restrict(tiers, seeds)))
 
 
 PREDICTIONS = tuple(f"L{i}" for i in range(1, 11))

@@ -142,10 +142,11 @@ def number(key: str) -> str:
     - ``pred/L`` — the verdict of the compute-optimal ladder's prediction L ("L1" … "L10":
       holds, does not hold, within noise, pending; ``ladder_verdicts``), ``predwhy/L`` its
       parts with their evidence (the tier in the key is ignored: they read every ladder tier);
+      ``pred3/L``, ``predwhy3/L`` the same on the pre-registered seeds 0–2 only;
     - ``paper/gap/O``, ``paper/rec/O`` — the paper's 360M gap and EF share (``PAPER_360M``);
       ``paper/gaprank/O`` where that gap ranks among the paper's ("smallest", …, "largest").
     """
-    if key.split(":")[0].split("/")[1:2] in (["pred"], ["predwhy"]):
+    if key.split(":")[0].split("/")[1:2] in (["pred"], ["predwhy"], ["pred3"], ["predwhy3"]):
         return _number(key)  # prose with names in it ("opt-180k"): its numbers carry "−"
     return minus(_number(key))
 
@@ -167,10 +168,11 @@ def _number(key: str) -> str:
                 return "largest"
             return ("", "second ", "third ", "fourth ")[k] + "smallest"
         raise KeyError(f"unknown paper number {key!r}")
-    if kind in ("pred", "predwhy"):  # the ladder's predictions read every ladder tier
-        from ladder_verdicts import evidence_of, verdict_of
+    if kind in ("pred", "predwhy", "pred3", "predwhy3"):  # every ladder tier's results
+        from ladder_verdicts import PREREGISTERED_SEEDS, evidence_of, verdict_of
 
-        return (verdict_of if kind == "pred" else evidence_of)(args[0])
+        fn = verdict_of if kind.startswith("pred") and "why" not in kind else evidence_of
+        return fn(args[0], seeds=PREREGISTERED_SEEDS if kind.endswith("3") else None)
     R = _results_of(tier)
     d = int(dig) if dig else None
     if kind == "count":

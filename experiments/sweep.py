@@ -191,7 +191,8 @@ TIERS: dict[str, Tier] = {
     # tuned per (optimizer, mode) by table opt-lr, so lrs_file and lr_grid are unused.
     "opt-180k": _tier("opt-180k", steps=1763, base="opt-180k.toml", deep="opt-180k.toml",
                       seq_len=128, lrs_file=CONFIGS / "unused", lr_grid={},
-                      table_order=("opt-lr", "opt-claims", "opt-more", "opt-tokens"),
+                      table_order=("opt-lr", "opt-claims", "opt-claims5", "opt-more",
+                                   "opt-tokens"),
                       title="Compute-optimal ladder, 180k parameters"),
     "opt-580k": _tier("opt-580k", steps=5686, base="opt-580k.toml", deep="opt-580k.toml",
                       seq_len=128, lrs_file=CONFIGS / "unused", lr_grid={},

@@ -93,3 +93,15 @@ def test_l10_compares_settled_lrs(tmp_path, monkeypatch):
     part = lv._lr_part("opt-180k", "adamw", "async")
     assert part.verdict == lv.FAILS and part.evidence == "0.02 vs 0.01"
     assert lv._lr_part("opt-180k", "adamw", "ef").verdict == lv.PENDING
+
+
+def test_verdicts_on_the_preregistered_seeds_beside_all_seeds(tmp_path):
+    """Seeds 3 and 4 narrow an interval the three pre-registered seeds leave wide; the
+    restricted reading keeps the 3-seed verdict."""
+    gaps = {0: 0.10, 1: 0.30, 2: 0.05, 3: 0.20, 4: 0.15}
+    _write(tmp_path, "adamw-sync", dict.fromkeys(gaps, 4.0))
+    _write(tmp_path, "adamw-async", {k: 4.0 + g for k, g in gaps.items()})
+    tiers = {"opt-180k": load_results(tmp_path)}
+    first = lambda t: lv.parts("L1", t)[0]  # noqa: E731  AdamW's gap above zero
+    assert first(tiers).verdict == lv.HOLDS
+    assert first(lv.restrict(tiers, lv.PREREGISTERED_SEEDS)).verdict == lv.NOISE
