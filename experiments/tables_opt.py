@@ -53,6 +53,7 @@ TUNED_MAIN = [(o, m) for o in MAIN_OPTIMIZERS for m in ("sync", "async", "ef", "
 TUNED_MORE = [(o, m) for o in MORE_OPTIMIZERS for m in ("sync", "async", "ef")] + [
     ("muon", "nag"), ("adamw", "nag")]
 TOKEN_LADDER = (5, 10, 40, 80)
+UNTIED = {"model.tie_embeddings": "false"}
 SMALLEST = "opt-180k"
 # where the transfer rule reads opt-180k's lr results, when not its own folder
 TRANSFER_ENV = "ASYNCPP_LR_TRANSFER"
@@ -204,15 +205,19 @@ def _opt_more(tier):
         lr = _lr_overrides(o, chosen_lr(tier, o, "async"))
         out += [_cell(tier, tc.name(o, k), o, {**tc.mitigations(S)[k], **lr})
                 for k in ("syncstart", "cooldown")]
-        pd = {"pipeline.schedule": "pipedream", "pipeline.stages": "4",
-              "pipeline.microbatches": "2", "pipeline.simulate": "true"}
-        out.append(_cell(tier, f"{o}-pipedream-P4", o, {**pd, **lr}))
+        # PipeDream gives its first and last stage different delays, so a tied embedding and
+        # head cannot be updated consistently: the three P = 4 cells untie them (one more
+        # 4096 × D matrix) and train 20 tokens per parameter of that model
+        S4 = steps_at(tier, 20, **UNTIED)
+        p4 = {"pipeline.stages": "4", "pipeline.simulate": "true", **UNTIED,
+              "train.steps": str(S4), **lr}
+        pd = {"pipeline.schedule": "pipedream", "pipeline.microbatches": "2", **p4}
+        out.append(_cell(tier, f"{o}-pipedream-P4", o, pd))
         out.append(_cell(tier, f"{o}-pipedream-P4-equal", o, {
-            **pd, **lr, "train.batch_size": "32", "train.steps": str(round(S / 2)),
+            **pd, "train.batch_size": "32", "train.steps": str(round(S4 / 2)),
             "train.eval_every": str(tier_eval_every(tier) // 2)}))
         out.append(_cell(tier, f"{o}-async-P4", o, {
-            "pipeline.schedule": "2bw", "pipeline.stages": "4", "pipeline.microbatches": "4",
-            "pipeline.simulate": "true", **lr}))
+            "pipeline.schedule": "2bw", "pipeline.microbatches": "4", **p4}))
     return out
 
 
@@ -222,12 +227,13 @@ def tier_eval_every(tier) -> int:
     return int(read_toml(HERE / "configs" / tier.base)["train"]["eval_every"])
 
 
-def steps_at(tier, k: float) -> int:
-    """Steps of k tokens per parameter on ``tier`` (16 × 128 tokens a step)."""
+def steps_at(tier, k: float, **overrides: str) -> int:
+    """Steps of k tokens per parameter on ``tier`` (16 × 128 tokens a step), the model as
+    ``overrides`` (configuration keys, e.g. ``model.tie_embeddings="false"``) makes it."""
     from asyncpp.train.config import from_dict, merge, parse_overrides, read_toml
 
-    cfg = from_dict(merge(read_toml(HERE / "configs" / tier.base),
-                          parse_overrides([("pipeline.schedule", "1f1b")])))
+    cfg = from_dict(merge(read_toml(HERE / "configs" / tier.base), parse_overrides(
+        [("pipeline.schedule", "1f1b"), *overrides.items()])))
     return round(k * cfg.model_config().num_params() / TOKENS_PER_STEP)
 
 

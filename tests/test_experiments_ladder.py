@@ -116,7 +116,12 @@ def test_pipedream_equal_updates_control_matches_2bw(tmp_path):
     cells = {c.name: c for c in sweep.table_cells("opt-more", tier)}
     pd, eq, bw = (cells[f"adamw-{k}"].overrides for k in ("pipedream-P4", "pipedream-P4-equal",
                                                          "async-P4"))
-    S, B = tier.steps, 16
+    S, B = int(bw["train.steps"]), 16
+    # one model for the three: untied (PipeDream cannot update a tied embedding and head),
+    # at 20 tokens per parameter of it
+    assert pd["model.tie_embeddings"] == eq["model.tie_embeddings"] == \
+        bw["model.tie_embeddings"] == "false"
+    assert pd["train.steps"] == bw["train.steps"] == str(to.steps_at(tier, 20, **to.UNTIED))
     # PipeDream updates once per microbatch (2 per step): S*2 updates of B/2 sequences; the
     # control: S/2 steps of 2B sequences in 2 microbatches = S updates of B, as 2BW makes
     updates = {"pd": 2 * S, "eq": 2 * int(eq["train.steps"]), "2bw": S}
@@ -126,6 +131,25 @@ def test_pipedream_equal_updates_control_matches_2bw(tmp_path):
     assert pd["pipeline.stages"] == eq["pipeline.stages"] == bw["pipeline.stages"] == "4"
     assert {cells[f"{o}-{k}"].overrides["optimizer.lr"] for o in ("adamw",)
             for k in ("pipedream-P4", "syncstart", "cooldown")} == {repr(0.01)}
+
+
+def test_every_ladder_cell_is_a_valid_configuration(tmp_path):
+    """Each declared cell builds the configuration asyncpp-train validates (a PipeDream cell
+    with a tied embedding and head is refused there, and would stop a lane)."""
+    tier = sweep.get_tier("opt-180k").at(results=tmp_path)
+    for o, m in to.TUNED_MAIN + to.TUNED_MORE:
+        c = to.CENTRE[o]
+        for lr, v in ((c / 2, 3.8), (c, 3.5), (2 * c, 3.9)):
+            _write(tmp_path, to.lr_cell_name(o, m, lr), 0, v)
+    from asyncpp.train.config import validate
+
+    n = 0
+    for table in ("opt-lr", "opt-claims", "opt-more", "opt-tokens"):
+        for cell in sweep.table_cells(table, tier):
+            cfg, _ = sweep.build_config(cell, 0, tmp_path / "run", None, {})
+            validate(cfg)
+            n += 1
+    assert n > 100
 
 
 def test_token_ladder_stays_under_one_epoch():
