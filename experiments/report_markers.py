@@ -101,8 +101,8 @@ def number(key: str) -> str:
     - ``count`` — number of result files of the tier; ``n/C`` — seeds of cell C;
     - ``repro/R/F`` — field F (``recorded``, ``rerun``, ``diff``, ``sensitivity``) of result R
       in the tier's ``reproduction.json`` (``reproduce.py --probe --out``);
-    - ``cpuh`` — the CPU-hours its runs took (the sum of their wall times, one thread each;
-      reused results not counted);
+    - ``cpuh`` — the lane-hours its runs took: the sum of their wall times (one thread each,
+      so an upper bound on their CPU time on a shared machine; reused results not counted);
     - ``loss/C``, ``lossmean/C`` — final validation loss of C, mean ± std (or the mean);
     - ``gap/A/B``, ``gapmean/A/B`` — paired gap B − A, signed;
     - ``ci/A/B`` — the 95 % t-interval of the paired B − A, "[lo, hi]"; ``signs/A/B`` — how
@@ -188,7 +188,7 @@ def _number(key: str) -> str:
         if args[1] in ("diff", "sensitivity"):
             return "0" if x == 0 else f"{x:+.{d or 1}e}"
         return f"{x:.{d or 7}f}"
-    if kind == "cpuh":  # one thread per run: its wall time is its CPU time
+    if kind == "cpuh":  # one thread per run: its wall time bounds its CPU time
         secs = sum(r["final"].get("wall_s", 0.0) for v in R.values() for r in v.values()
                    if "reused_from" not in r and isinstance(r.get("final"), dict))
         return f"{secs / 3600:.{d if d is not None else 1}f}"
