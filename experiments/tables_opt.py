@@ -151,7 +151,10 @@ def _opt_lr(tier):
     # stops early has measured every (optimizer, mode) once before any twice
     pairs = sorted(_tuned(tier), key=_lr_priority)
     if tier.name != SMALLEST:  # a pair's grid exists once the smaller tier's has settled
-        pairs = [(o, m) for o, m in pairs if settled_lr(transfer_source(), o, m) is not None]
+        ready = [(o, m) for o, m in pairs if settled_lr(transfer_source(), o, m) is not None]
+        if not ready:  # nothing can transfer yet: say so (the first pair's error)
+            _centre(tier, *pairs[0])
+        pairs = ready
     out = []
     for rank in range(3 + MAX_EXTEND):
         for o, m in pairs:
