@@ -307,13 +307,8 @@ def main(argv=None) -> dict:
     return result
 
 
-BEGIN, END = "<!-- at_scale:begin -->", "<!-- at_scale:end -->"
-
-
 def write_readme(result: dict, readme: Path = HERE / "README.md") -> None:
     """Replace the README's generated block (between the markers) with this result's tables."""
-    import re
-
     c = result["costs"]
     body = (f"Op costs from {c['source']}: "
             + ", ".join(f"{k} = {1e3 * c[k]:.2f} ms" for k in ("t_f", "t_b", "t_w", "t_upd", "t_c"))
@@ -321,14 +316,10 @@ def write_readme(result: dict, readme: Path = HERE / "README.md") -> None:
             + "\nMemory per device (weights in stage-weights, activations in "
             "stage-microbatches):\n\n" + render_memory(result["rows"]) + "\n"
             + "\n".join(f"- {ln}" for ln in result["verdict"]) + "\n")
-    block = f"{BEGIN}\n{body}{END}"
-    text = readme.read_text()
-    if BEGIN in text:
-        text = re.sub(re.escape(BEGIN) + r".*?" + re.escape(END), lambda _: block, text,
-                      flags=re.S)
-    else:
-        text = text.rstrip() + "\n\n" + block + "\n"
-    readme.write_text(text)
+    sys.path.insert(0, str(HERE))
+    from bench_common import write_readme_block
+
+    write_readme_block("at_scale", body, str(readme))
 
 
 if __name__ == "__main__":

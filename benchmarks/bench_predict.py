@@ -108,6 +108,7 @@ def rank_main(outdir: Path, args) -> None:
     walls: dict = {}
     overheads: dict = {}
     busy: dict = {}  # the main thread's CPU time / wall time: how busy the rank was
+    actions = {key: len(build(key[0], 2, key[1], args.steps).actions[s]) for key in exes}
     for _ in range(args.rounds):
         for (name, m), (ex, acc, data) in exes.items():
             dist.barrier()
@@ -118,8 +119,8 @@ def rank_main(outdir: Path, args) -> None:
             walls.setdefault(f"{name}|{m}", []).append(wall / args.steps)
             # the runtime's own cost: the main thread's CPU time outside the timed handlers
             # (blocking waits take none), per action of this rank's program
-            actions = len(build(name, 2, m, args.steps).actions[s])
-            overheads.setdefault((name, m), []).append((cpu - acc["cpu"][0]) / actions)
+            overheads.setdefault((name, m), []).append(
+                (cpu - acc["cpu"][0]) / actions[(name, m)])
             busy.setdefault((name, m), []).append(cpu / wall)
     for (name, m), (_, acc, _) in exes.items():
         n_u = len(acc["U"]) / 2 or 1

@@ -38,7 +38,6 @@ import dataclasses
 import itertools
 import json
 import os
-import re
 import shutil
 import statistics
 import subprocess
@@ -53,7 +52,6 @@ ASYNCPP = ("1f1b", "2bw", "pipedream", "1f1b@looped", "2bw@looped")
 TORCH = ("Schedule1F1B", "ScheduleInterleaved1F1B", "ScheduleInterleavedZeroBubble",
          "ScheduleZBVZeroBubble")
 BASE = "torch:Schedule1F1B"
-BEGIN, END = "<!-- peer_torch:begin -->", "<!-- peer_torch:end -->"
 
 
 # -- models ----------------------------------------------------------------------------------
@@ -472,14 +470,10 @@ def render_page(result: dict) -> str:
 
 
 def write_readme(result: dict, readme: Path = HERE / "README.md") -> None:
-    text = readme.read_text()
-    block = f"{BEGIN}\n{render(result)}{END}"
-    if BEGIN in text:
-        text = re.sub(re.escape(BEGIN) + r".*?" + re.escape(END), lambda _: block, text,
-                      flags=re.S)
-    else:
-        text = text.rstrip() + "\n\n" + block + "\n"
-    readme.write_text(text)
+    sys.path.insert(0, str(HERE))
+    from bench_common import write_readme_block
+
+    write_readme_block("peer_torch", render(result), str(readme))
 
 
 def _results_dir() -> Path:

@@ -24,7 +24,7 @@ import dataclasses
 import math
 
 import stats
-from report_common import LABEL, pair, share, vals
+from report_common import LABEL, pair, seed_gaps, share
 
 MIN_SEEDS = 3  # every verdict cell; the token ladder runs 2 seeds (TOKEN_SEEDS)
 TOKEN_SEEDS = 2
@@ -69,16 +69,21 @@ def _gap(R, o: str, mode: str = "async", suffix: str = "") -> stats.Paired | Non
     return pair(R, f"{o}-{mode}{suffix}", f"{o}-sync{suffix}")
 
 
+def _gaps(R, o: str, mode: str = "async", suffix: str = "") -> dict[int, float]:
+    """seed → gap of ``o``'s mode against its synchronous cell (same suffix)."""
+    return seed_gaps(R, f"{o}-sync{suffix}", f"{o}-{mode}{suffix}")
+
+
+def _paired_gaps(g2: dict, g1: dict) -> stats.Paired | None:
+    """g2 − g1 over their common seeds (None without one)."""
+    common = set(g1) & set(g2)
+    return stats.paired({k: g2[k] for k in common}, {k: g1[k] for k in common}) \
+        if common else None
+
+
 def _gap_diff(R, o1: str, o2: str, mode: str = "async") -> stats.Paired | None:
     """(gap of o2) − (gap of o1), paired by seed."""
-    g1 = {k: v - vals(R, f"{o1}-sync").get(k, math.nan)
-          for k, v in vals(R, f"{o1}-{mode}").items()}
-    g2 = {k: v - vals(R, f"{o2}-sync").get(k, math.nan)
-          for k, v in vals(R, f"{o2}-{mode}").items()}
-    common = {k for k in set(g1) & set(g2) if math.isfinite(g1[k]) and math.isfinite(g2[k])}
-    if not common:
-        return None
-    return stats.paired({k: g2[k] for k in common}, {k: g1[k] for k in common})
+    return _paired_gaps(_gaps(R, o2, mode), _gaps(R, o1, mode))
 
 
 def welch(a: list[float], b: list[float]) -> stats.Paired | None:
@@ -99,12 +104,6 @@ def welch(a: list[float], b: list[float]) -> stats.Paired | None:
     half = float(st.t.ppf(0.5 + stats.CONFIDENCE / 2, dof)) * se
     return stats.Paired(d, se, min(sa.n, sb.n), d - half, d + half, int(d > 0), int(d < 0),
                         (), ())
-
-
-def _seed_gaps(R, o: str, mode: str = "async") -> list[float]:
-    s = vals(R, f"{o}-sync")
-    return [v - s[k] for k, v in vals(R, f"{o}-{mode}").items()
-            if k in s and math.isfinite(v) and math.isfinite(s[k])]
 
 
 def _between(R, lo_o: str, mid_o: str, hi_o: str) -> Part:
@@ -183,11 +182,7 @@ def parts(key: str, tiers: dict) -> list[Part]:
     if key == "L6":
         out = []
         for o in ("muon", "adamw"):
-            g20 = {k: v for k, v in zip(*_gap_by_seed(small, o, ""))}
-            g80 = {k: v for k, v in zip(*_gap_by_seed(small, o, "-tpp80"))}
-            common = set(g20) & set(g80)
-            p = stats.paired({k: g80[k] for k in common}, {k: g20[k] for k in common}) \
-                if common else None
+            p = _paired_gaps(_gaps(small, o, suffix="-tpp80"), _gaps(small, o))
             out.append(Part(f"{LABEL[o]}'s gap at 80 tokens/parameter not above its gap at 20",
                             _no_growth(p), f"gap(80) − gap(20) {_fmt(p)}"))
         return out
@@ -198,7 +193,7 @@ def parts(key: str, tiers: dict) -> list[Part]:
         big = tiers["opt-580k"]
         out = []
         for o in ("muon", "adamw", "soap"):
-            p = welch(_seed_gaps(big, o), _seed_gaps(small, o))
+            p = welch(list(_gaps(big, o).values()), list(_gaps(small, o).values()))
             out.append(Part(f"{LABEL[o]}'s gap at 580k not above its gap at 180k",
                             _no_growth(p),
                             f"gap(580k) − gap(180k), unpaired {_fmt(p, signs=False)}"))
@@ -224,12 +219,6 @@ def parts(key: str, tiers: dict) -> list[Part]:
             _lr_part("opt-180k", o, m) for o in ("adan", "lion", "mars")
             for m in ("async", "ef")]
     raise KeyError(f"unknown prediction {key!r}")
-
-
-def _gap_by_seed(R, o: str, suffix: str) -> tuple[list[int], list[float]]:
-    s, a = vals(R, f"{o}-sync{suffix}"), vals(R, f"{o}-async{suffix}")
-    ks = sorted(k for k in set(s) & set(a) if math.isfinite(s[k]) and math.isfinite(a[k]))
-    return ks, [a[k] - s[k] for k in ks]
 
 
 def _no_growth(p: stats.Paired | None) -> str:

@@ -271,6 +271,13 @@ def pair(R, x: str, y: str, seeds=None) -> stats.Paired | None:
     return stats.paired(vx, vy)
 
 
+def seed_gaps(R, s: str, a: str) -> dict[int, float]:
+    """seed → a − s over the seeds both cells have (finite ones)."""
+    vs, va = vals(R, s), vals(R, a)
+    return {k: va[k] - vs[k] for k in set(vs) & set(va)
+            if math.isfinite(va[k]) and math.isfinite(vs[k])}
+
+
 def diffs(R, base: str, other: str, seeds=None) -> list[float]:
     """Per-seed other − base over the seeds both have (restricted to ``seeds``; seed order)."""
     vb, vo = vals(R, base, seeds), vals(R, other, seeds)

@@ -23,6 +23,7 @@ from report_common import (
     minus,
     pair,
     paper_share,
+    seed_gaps,
     share,
     spectral_drift,
     vals,
@@ -50,13 +51,6 @@ def _mean_sd(xs: list[float], digits: int, signed: bool, sd: bool = True) -> str
     if not sd or s.sd is None:
         return head
     return f"{head} ± {s.sd:.{digits}f}"
-
-
-def _seed_gaps(R, s: str, a: str) -> dict[int, float]:
-    """seed → a − s over the seeds both have (finite ones)."""
-    vs, va = vals(R, s), vals(R, a)
-    return {k: va[k] - vs[k] for k in set(vs) & set(va)
-            if math.isfinite(va[k]) and math.isfinite(vs[k])}
 
 
 def _train_windows(config: dict) -> int | None:
@@ -198,7 +192,7 @@ def _number(key: str) -> str:
         return _mean_sd(list(vals(R, args[0]).values()), d or 3, False, kind == "loss")
     if kind in ("gap", "gapmean"):
         return _mean_sd(diffs(R, args[0], args[1]), d or 3, True, kind == "gap")
-    if kind in ("ci", "signs", "pd", "verdict"):
+    if kind in ("ci", "gapci", "signs", "pd", "verdict"):
         p = pair(R, args[1], args[0])
         if p is None:
             return "—"
@@ -207,10 +201,11 @@ def _number(key: str) -> str:
             return stats.verdict(p, margin)
         if kind == "signs":
             return p.signs
-        if kind == "ci":
+        if kind in ("ci", "gapci"):  # gapci: the mean gap before its interval
+            head = f"{p.mean:+.{d or 3}f}" if kind == "gapci" else ""
             if p.lo is None:
-                return "—"
-            return f"[{p.lo:+.{d or 3}f}, {p.hi:+.{d or 3}f}]"
+                return f"{head} (n = {p.n})" if head else "—"
+            return f"{head} [{p.lo:+.{d or 3}f}, {p.hi:+.{d or 3}f}]".lstrip()
         return p.fmt(d or 3)
     if kind in ("sharepd", "sharevd"):
         from report_common import share_diff
@@ -233,7 +228,7 @@ def _number(key: str) -> str:
 
         return _updates(R, args[0])
     if kind in ("dd", "ddvd"):
-        g1, g2 = _seed_gaps(R, args[0], args[1]), _seed_gaps(R, args[2], args[3])
+        g1, g2 = seed_gaps(R, args[0], args[1]), seed_gaps(R, args[2], args[3])
         if not set(g1) & set(g2):
             return "—"
         p = stats.paired(g2, g1)
@@ -257,13 +252,6 @@ def _number(key: str) -> str:
                 gaps.append(cb["val_loss"][cb["val_step"].index(step)]
                             - ca["val_loss"][ca["val_step"].index(step)])
         return _mean_sd(gaps, d or 2, True, False)
-    if kind == "gapci":  # the paired gap with its interval, "+0.274 [−0.074, +0.622]"
-        p = pair(R, args[1], args[0])
-        if p is None:
-            return "—"
-        if p.lo is None:
-            return f"{p.mean:+.{d or 3}f} (n = {p.n})"
-        return f"{p.mean:+.{d or 3}f} [{p.lo:+.{d or 3}f}, {p.hi:+.{d or 3}f}]"
     if kind == "recif":  # a share only of a gap the interval establishes
         p = pair(R, args[1], args[0])
         if p is None:

@@ -636,33 +636,34 @@ class PipelineExecutor:
         for ctx in self.contexts.values():
             ctx.begin_call()
         self.transport.begin_call()
-        contexts, tr = self.contexts, self.transport
-        idle = self._apply_ready
-        comm: list = []
+        run_program = self._in_order if self.placement is None else self._interleaved
         try:
-            if self.placement is not None:
-                yield from self._interleaved(program, run)
-                program = ()
-            for a in program:
-                if type(a) in _COMM:
-                    comm.append(a)
-                    continue
-                if comm:
-                    tr.communicate(comm, contexts, idle)
-                    comm = []
-                ctx = contexts[a.stage]
-                for handler in HANDLERS[type(a)]:
-                    out = getattr(self, handler)(a, ctx, run)
-                if out is not None:
-                    yield out
-            if comm:
-                tr.communicate(comm, contexts, idle)
-            for c in contexts.values():
+            yield from run_program(program, run)
+            for c in self.contexts.values():
                 self._apply_pending(c, need_version=math.inf)
-            tr.drain_sends()
+            self.transport.drain_sends()
             self.next_step = self._end
         finally:
             self._end = None
+
+    def _in_order(self, program: Iterable, run: _RunState) -> Iterator[StepOutput]:
+        """Run one stage's program in its order, each run of consecutive sends and receives
+        posted together (idle time while a receive is out applies ready updates)."""
+        contexts, tr, idle = self.contexts, self.transport, self._apply_ready
+        comm: list = []
+        for a in program:
+            if type(a) in _COMM:
+                comm.append(a)
+                continue
+            if comm:
+                tr.communicate(comm, contexts, idle)
+                comm = []
+            for handler in HANDLERS[type(a)]:
+                out = getattr(self, handler)(a, contexts[a.stage], run)
+            if out is not None:
+                yield out
+        if comm:
+            tr.communicate(comm, contexts, idle)
 
     def _interleaved(self, program: Iterable, run: _RunState) -> Iterator[StepOutput]:
         r"""Run a rank's merged program of several stages, each stage in its own order, the

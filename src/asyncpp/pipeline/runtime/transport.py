@@ -137,16 +137,9 @@ class Transport:
                     self.send_works.append((self.post([("send", hdr, peer, tag)]), hdr, [peer]))
                 ops.append(("send", tensor, peer, tag))
                 continue
-            if a.kind == ACTIVATION:
-                if a.peer not in self.header_recvd:
-                    self.communicate_header(a, peer, tag)
-                dtype, shape = self.meta[a.peer]
-            else:
-                out = ctx.inflight[(a.step, a.mb)][1]
-                dtype, shape = out.dtype, tuple(out.shape)
-            buf = torch.empty(shape, dtype=dtype, device=self.device)
+            buf = self._recv_buffer(a, ctx, peer, tag)
             ops.append(("recv", buf, peer, tag))
-            recvs.append((len(ops) - 1, a, buf, peer))
+            recvs.append((len(ops) - 1, a, buf))
         if not ops:
             return
         works = self.post(ops)
@@ -158,13 +151,11 @@ class Transport:
         self.send_works.append(([w for (op, *_), w in zip(ops, works) if op == "send"],
                                 [o[1] for o in ops if o[0] == "send"],
                                 sorted({o[2] for o in ops if o[0] == "send"})))
-        for idx, a, buf, peer in recvs:
+        for idx, a, buf in recvs:
             if idle is not None and works[idx] is not None and not works[idx].is_completed():
                 idle()
                 idle = None
-            self.wait(works[idx], f"the {a.kind} of step {a.step} microbatch {a.mb} "
-                                  f"({to_str(a)})", peer)
-            contexts[a.stage].in_msgs[(a.kind, a.step, a.mb)] = buf
+            self.finish_recv(a, (buf, works[idx]), contexts)
         self.drain_sends(keep=4 * len(self.stage_rank))
 
     # -- one receive at a time (several stages per rank: the executor picks the stage) ------
@@ -176,19 +167,23 @@ class Transport:
         """Post the remote receive ``a`` alone; returns ``(buffer, work)``. The first
         activation of a stream needs its header (the shape) first: that is received here
         when ``block`` is true, else None is returned and nothing is posted."""
-        ctx = contexts[a.stage]
         peer, tag = self.stage_rank[a.peer], self._tag(a.peer, a.kind)
+        if a.kind == ACTIVATION and a.peer not in self.header_recvd and not block:
+            return None
+        buf = self._recv_buffer(a, contexts[a.stage], peer, tag)
+        return buf, self.post([("recv", buf, peer, tag)])[0]
+
+    def _recv_buffer(self, a, ctx, peer: int, tag: int) -> Tensor:
+        """The buffer receive ``a`` fills: an activation's shape from its stream's header
+        (received first, once per call), a gradient's from the forward output it is for."""
         if a.kind == ACTIVATION:
             if a.peer not in self.header_recvd:
-                if not block:
-                    return None
                 self.communicate_header(a, peer, tag)
             dtype, shape = self.meta[a.peer]
         else:
             out = ctx.inflight[(a.step, a.mb)][1]
             dtype, shape = out.dtype, tuple(out.shape)
-        buf = torch.empty(shape, dtype=dtype, device=self.device)
-        return buf, self.post([("recv", buf, peer, tag)])[0]
+        return torch.empty(shape, dtype=dtype, device=self.device)
 
     def communicate_header(self, a, peer: int, tag: int) -> None:
         hdr = torch.empty(_HEADER, dtype=torch.int64, device=self.device)
