@@ -472,15 +472,32 @@ def training_key(config: dict) -> str:
     return json.dumps(c, sort_keys=True)
 
 
+def in_current_schema(config: dict) -> dict | None:
+    """A recorded configuration in today's schema: a field added since the run was recorded
+    takes its default, which by the config's convention (a new knob defaults to the old
+    behaviour) is what that run trained with. None when the record names a field that no
+    longer exists: such a run is compared with nothing."""
+    from asyncpp.train.config import ConfigError, from_dict
+
+    try:
+        return from_dict(config).to_dict()
+    except (ConfigError, TypeError, ValueError):
+        return None
+
+
 def find_identical(results: Path, config: dict) -> Path | None:
-    """A finished result in ``results`` whose training configuration equals ``config``'s."""
-    key = training_key(config)
+    """A finished result in ``results`` whose training configuration equals ``config``'s
+    (both read in today's schema)."""
+    key = training_key(in_current_schema(config) or config)
     for f in sorted(results.glob("*.json")):
         try:
             rec = json.loads(f.read_text())
         except (OSError, json.JSONDecodeError):
             continue
-        if rec.get("status") == "ok" and "config" in rec and training_key(rec["config"]) == key:
+        if rec.get("status") != "ok" or "config" not in rec:
+            continue
+        theirs = in_current_schema(rec["config"])
+        if theirs is not None and training_key(theirs) == key:
             return f
     return None
 

@@ -166,3 +166,13 @@ def test_colocated(bench):
             "--layers", "4", "--rows", "4")
     r = json.loads((bench / "colocated.json").read_text())
     assert r["cases"]["wpipe P=4 (default, 2 per rank)|4"]["version_bytes_vs_2bw"] == 0.75
+
+
+def test_soap_sides(bench):
+    import bench_soap
+
+    r = bench_soap.main(["--rounds", "1", "--periods", "1", "--set", "model.vocab_size=2048"])
+    # the embedding's vocabulary side is longer than the ladder's limit, shorter than SOAP's
+    assert [2048, 32] in [list(s) for s in r["matrix_shapes"]]
+    assert r["ratio_default_over_ladder"] > 1.0
+    assert (bench / "soap_sides.json").exists()

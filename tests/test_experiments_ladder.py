@@ -176,3 +176,48 @@ def test_report_states_the_regime():
                                               "epochs": 0.1234}}}}
     assert report_opt.regime(R) == "180,512 parameters, 20 tokens/parameter, 0.123 epochs"
     assert report_opt.regime({}) == "no finished runs yet"
+
+
+def test_soap_keeps_the_vocabulary_side_one_sided_as_at_the_papers_vocabulary(tmp_path):
+    """The paper's 49,152-token vocabulary exceeds SOAP's default max_precondition_dim, so its
+    SOAP preconditions every side but the vocabulary's; the ladder's SOAP cells reproduce that
+    split at a 4,096-token vocabulary, and the other optimizers' cells carry no SOAP key."""
+    tier = sweep.get_tier("opt-180k").at(results=tmp_path)
+    for o, m in to.TUNED_MAIN:
+        c = to.CENTRE[o]
+        for lr, v in ((c / 2, 3.8), (c, 3.5), (2 * c, 3.9)):
+            _write(tmp_path, to.lr_cell_name(o, m, lr), 0, v)
+    key = "optimizer.soap_max_precondition_dim"
+    for table in ("opt-lr", "opt-claims"):
+        for cell in sweep.table_cells(table, tier):
+            assert (key in cell.overrides) == (cell.opt == "soap"), cell.name
+            if cell.opt == "soap":
+                cfg, _ = sweep.build_config(cell, 0, tmp_path / "run", None, {})
+                mc = cfg.model_config()
+                limit = cfg.optimizer.soap_max_precondition_dim
+                sides = {mc.dim, mc.ffn_dim, mc.n_heads * mc.head_dim,
+                         mc.n_kv_heads * mc.head_dim}
+                assert mc.vocab_size > limit >= max(sides)
+
+
+def test_a_run_recorded_before_a_field_existed_is_still_found_identical(tmp_path):
+    """A field added since a run was recorded takes its default (the old behaviour), so the
+    claims cell at seed 0 reuses its tuning run rather than training it again; a difference
+    in a training field, or a field that no longer exists, matches nothing."""
+    from asyncpp.train.config import load_config
+
+    cfg = load_config(str(sweep.CONFIGS / "opt-180k.toml"), [("optimizer.name", "muon"),
+                                                             ("pipeline.schedule", "1f1b")])
+    now = cfg.resolved().to_dict()
+    old = json.loads(json.dumps(now))
+    del old["optimizer"]["soap_max_precondition_dim"]
+    tmp_path.mkdir(exist_ok=True)
+    (tmp_path / "old-seed0.json").write_text(json.dumps({"status": "ok", "config": old}))
+    assert sweep.find_identical(tmp_path, now) == tmp_path / "old-seed0.json"
+    other = json.loads(json.dumps(now))
+    other["optimizer"]["lr"] = 0.5
+    assert sweep.find_identical(tmp_path, other) is None
+    gone = json.loads(json.dumps(old))
+    gone["optimizer"]["a_field_since_removed"] = 1
+    (tmp_path / "old-seed0.json").write_text(json.dumps({"status": "ok", "config": gone}))
+    assert sweep.find_identical(tmp_path, now) is None

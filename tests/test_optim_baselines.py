@@ -176,3 +176,27 @@ def test_build_rejects_bad_input():
         build("adan", p, betas=(0.9, 0.9))
     with pytest.raises(ValueError, match=r"betas must lie in \[0, 1\)"):
         build("lion", p, betas=(0.9, 1.0))
+
+
+def test_soap_max_precondition_dim_reaches_soap_from_the_config():
+    """``optimizer.soap_max_precondition_dim`` is SOAP's own limit: a side longer than it keeps
+    the identity basis (no eigenbasis is kept for it), a shorter side gets one; the default is
+    SOAP's 10,000, so configurations written before the key train as they did."""
+    from asyncpp.train.components import optimizer_hparams
+    from asyncpp.train.config import load_config
+
+    assert load_config(None, [("optimizer.name", "soap")]).optimizer \
+        .soap_max_precondition_dim == 10000
+    cfg = load_config(None, [("optimizer.name", "soap"),
+                             ("optimizer.soap_max_precondition_dim", "16")])
+    hp = optimizer_hparams(cfg, torch.device("cpu"))
+    assert hp["max_precondition_dim"] == 16
+    p = torch.nn.Parameter(torch.randn(64, 8, dtype=torch.float64))
+    opt = build_optimizer("soap", [("w", p)], **hp)
+    for _ in range(2):
+        p.grad = torch.randn_like(p)
+        opt.step()
+    basis = opt.state[p]["Q"]
+    assert len(basis[0]) == 0 and basis[1].shape == (8, 8)
+    with pytest.raises(Exception, match="soap_max_precondition_dim"):
+        load_config(None, [("optimizer.soap_max_precondition_dim", "0")])

@@ -85,7 +85,10 @@ def optimizer_hparams(cfg: Config, device: torch.device) -> dict:
         # (0.98, 0.92, 0.99): ``--optimizer.beta1 0.98`` gives them exactly.
         return dict(lr=o.lr, weight_decay=o.weight_decay, momentum=o.beta1,
                     betas=(o.beta1, o.adan_beta2, o.adan_beta3))
-    # SOAP, Lion, MARS: β1 through "momentum", the other betas at their defaults.
+    if o.name == "soap":
+        return dict(lr=o.lr, weight_decay=o.weight_decay, momentum=o.beta1,
+                    max_precondition_dim=o.soap_max_precondition_dim)
+    # Lion, MARS: β1 through "momentum", the other betas at their defaults.
     return dict(lr=o.lr, weight_decay=o.weight_decay, momentum=o.beta1)
 
 

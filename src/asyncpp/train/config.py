@@ -154,6 +154,10 @@ class OptimizerSection:
                             "default is 0.98)", lo=0.0, hi=0.9999)
     adan_beta3: float = opt(0.99, "Adan: second-moment EMA coefficient, torch convention (the "
                             "paper's Alg. 1: 0.01)", lo=0.0, hi=0.9999)
+    soap_max_precondition_dim: int = opt(
+        10000, "SOAP: a tensor side longer than this keeps the identity basis (Adam on that "
+        "side; SOAP's own default 10000, under which GPT-2's 50,257-token vocabulary side is "
+        "one-sided)", lo=1)
     shard: str = opt("auto", "Muon under data parallelism: shard momentum and Newton-Schulz "
                      "across replicas (ZeRO-1, DistributedMuon): auto (on when dp > 1), on, off",
                      choices=("auto", "on", "off"))

@@ -1,0 +1,93 @@
+"""SOAP step: the vocabulary side preconditioned or not, on a ladder tier's own parameters.
+
+SOAP (Vyas et al. 2024) keeps a Shampoo factor L = Σ G Gᵀ (and R = Σ Gᵀ G) per side of a
+matrix and refreshes its eigenbasis every ``precondition_frequency`` steps, a side longer than
+``max_precondition_dim`` keeps the identity basis. The paper's 49,152-token vocabulary exceeds
+the default (10,000), so its SOAP leaves the embedding's vocabulary side one-sided; at the
+ladder's 4,096-token vocabulary the default would precondition it, refreshing a 4,096 × 4,096
+basis. This script times one optimizer step, averaged over whole refresh periods, with the
+default and with the ladder's limit (``experiments/tables_opt.SOAP_AS_THE_PAPER``), in
+interleaved rounds on the parameters of a ladder tier's model (gradients drawn at random: the
+cost does not depend on their values). It prints the ratio of medians and writes
+``results/soap_sides.json`` and its README block.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import torch
+from bench_common import interleaved, print_table, save, summary, write_readme_block
+
+from asyncpp.models import build_model
+from asyncpp.optim import build_optimizer
+from asyncpp.train.config import load_config
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "experiments"))
+
+
+def main(argv=None) -> dict:
+    import tables_opt
+
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--config", default=os.path.join(HERE, "..", "experiments", "configs",
+                                                     "opt-180k.toml"))
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--periods", type=int, default=2,
+                    help="refresh periods (precondition_frequency steps each) per timed call")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="config override (smoke tests: a smaller model)")
+    args = ap.parse_args(argv)
+    torch.set_num_threads(1)
+    cfg = load_config(args.config, [("pipeline.schedule", "1f1b"),
+                                    *(tuple(s.split("=", 1)) for s in args.set)])
+    ladder = int(tables_opt.SOAP_AS_THE_PAPER["optimizer.soap_max_precondition_dim"])
+    torch.manual_seed(0)
+    model = build_model(cfg.model_config())
+    named = [(n, p) for n, p in model.named_parameters()]
+    shapes = sorted({tuple(p.shape) for _, p in named if p.ndim == 2})
+    cases, opts = {}, {}
+    for label, limit in (("default (10000)", 10000), (f"ladder ({ladder})", ladder)):
+        params = [(n, torch.nn.Parameter(p.detach().clone())) for n, p in named]
+        opt = build_optimizer("soap", params, lr=1e-3, momentum=0.9, weight_decay=0.1,
+                              max_precondition_dim=limit)
+        freq = opt.param_groups[0]["precondition_frequency"]
+        for _, p in params:
+            p.grad = torch.randn_like(p)
+        opt.step()  # the first call only initialises the factors and bases
+        opts[label] = opt
+
+        def steps(opt=opt, k=args.periods * freq):
+            for _ in range(k):
+                opt.step()
+        cases[label] = steps
+    calls = args.periods * freq
+    times = interleaved(cases, args.rounds, warmup=0)
+    rows = [(k, {s: v / calls if s != "n" else v for s, v in summary(t).items()})
+            for k, t in times.items()]
+    print(f"{len(named)} parameters, matrix shapes {shapes}, one thread")
+    print_table("SOAP step (s, mean over whole refresh periods)", rows,
+                baseline="default (10000)")
+    med = {k: s["median"] for k, s in rows}
+    ratio = med["default (10000)"] / med[f"ladder ({ladder})"]
+    print(f"\nstep time, default ÷ ladder = {ratio:.1f}")
+    result = {"benchmark": "soap_sides", "config": os.path.basename(args.config),
+              "overrides": args.set, "ladder_limit": ladder, "precondition_frequency": freq,
+              "steps_per_call": calls, "rounds": args.rounds, "matrix_shapes": shapes,
+              "step_s": dict(rows), "ratio_default_over_ladder": ratio}
+    print("wrote", save("soap_sides", result))
+    block = (f"SOAP step on `{result['config']}`'s parameters (matrix shapes "
+             f"{', '.join('×'.join(map(str, s)) for s in shapes)}), one thread, median of "
+             f"{args.rounds} interleaved rounds of {calls} steps:\n\n"
+             "| max_precondition_dim | s per step | default ÷ this |\n| --- | --- | --- |\n"
+             + "\n".join(f"| {k} | {s['median']:.4g} | {med['default (10000)'] / s['median']:.1f} |"
+                         for k, s in rows))
+    write_readme_block("soap_sides", block)
+    return result
+
+
+if __name__ == "__main__":
+    main()
