@@ -392,3 +392,22 @@ def test_ef_gamma_from_the_configuration_reaches_every_stage():
         cfg(ef_gamma="-0.5")
     with pytest.raises(ConfigError, match="applies to --delay.correction ef"):
         cfg(ef_gamma="0.5", correction="none")
+
+
+def _flushes() -> bool:
+    return bool((torch.tensor([1e-39], dtype=torch.float32) * 1.0 == 0).item())
+
+
+@pytest.mark.parametrize("flush", [True, False])
+def test_flush_denormal_holds_while_the_run_trains_and_is_undone_after(tmp_path, cache, flush):
+    """run.flush_denormal: subnormal float32 values are zero during every step of the run, and
+    IEEE subnormals are back once it ends; off, the run computes with subnormals."""
+    from asyncpp.train import train
+    from asyncpp.train.trainer import Hooks
+
+    seen = []
+    cfg = make_cfg(tmp_path / "run", cache, run={"flush_denormal": flush})
+    res = train(cfg, hooks=Hooks(on_step=lambda rec: seen.append(_flushes())))
+    assert res.finished and len(seen) == cfg.train.steps
+    assert set(seen) == {flush}
+    assert not _flushes()

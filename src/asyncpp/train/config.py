@@ -52,6 +52,11 @@ class RunSection:
     precision: str = opt("fp32", "fp32, or bf16 (autocast; GPU)", choices=("fp32", "bf16"))
     compile: bool = opt(False, "torch.compile the model (GPU)")
     threads: int = opt(0, "CPU threads for torch (0 = torch's default)", lo=0)
+    flush_denormal: bool = opt(False, "CPU: flush subnormal floats to zero while the run trains "
+                               "(torch.set_flush_denormal; IEEE behaviour restored after). A "
+                               "long CPU run slows by an order of magnitude once softmax tails "
+                               "or optimizer moments reach the subnormal range (below 1.2e-38 "
+                               "in float32); flushed, such values are 0. Off: IEEE arithmetic")
     overwrite: bool = opt(False, "delete the previous run's outputs in run.dir")
     peak_tflops: float = opt(0.0, "peak TFLOP/s of one device for the MFU (0 = from the device "
                              "name: 989 for H100/H200 bf16; none known on CPU)", lo=0.0)

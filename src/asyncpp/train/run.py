@@ -47,6 +47,23 @@ def _signals(stop: dict):
             signal.signal(s, h)
 
 
+@contextlib.contextmanager
+def _subnormals(flush: bool):
+    """``run.flush_denormal``: the CPU flushes subnormal floats to zero (FTZ/DAZ) while the run
+    trains; IEEE subnormals are restored when it ends, so nothing else in the process sees the
+    mode. A CPU that cannot flush is a configuration error, not a silent slow run."""
+    if not flush:
+        yield
+        return
+    if not torch.set_flush_denormal(True):
+        raise ConfigError("run.flush_denormal=true but this CPU cannot flush subnormal floats "
+                          "(torch.set_flush_denormal needs SSE3); set --run.flush_denormal false")
+    try:
+        yield
+    finally:
+        torch.set_flush_denormal(False)
+
+
 def train(cfg: Config, *, resume: bool = False, hooks: Hooks | None = None,
           prepared: tuple | None = None, stop: dict | None = None) -> RunResult:
     """Run (or resume) ``cfg`` in this process (:class:`SimulationBackend`). ``stop``: a dict
@@ -56,7 +73,8 @@ def train(cfg: Config, *, resume: bool = False, hooks: Hooks | None = None,
 
     data, ckpt, device = prepared if prepared is not None else prepare_run(cfg, resume=resume)
     backend = SimulationBackend(cfg, data, device, stop if stop is not None else {})
-    return Trainer(cfg, backend, hooks=hooks, manifest=ckpt, data=data).run(resume=resume)
+    with _subnormals(cfg.run.flush_denormal):
+        return Trainer(cfg, backend, hooks=hooks, manifest=ckpt, data=data).run(resume=resume)
 
 
 def train_distributed(cfg: Config, *, resume: bool = False,
@@ -80,7 +98,7 @@ def train_distributed(cfg: Config, *, resume: bool = False,
     stop = {"signal": None}
     timeout = cfg.run.peer_timeout_s
     try:
-        with _signals(stop):
+        with _signals(stop), _subnormals(cfg.run.flush_denormal):
             with setup_phase("the start-up configuration check", timeout):
                 check_same_config(cfg)
             with setup_phase("the start-up data preparation", timeout):
