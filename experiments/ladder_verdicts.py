@@ -150,13 +150,18 @@ def parts(key: str, tiers: dict) -> list[Part]:
             p = pair(small, f"{o}-async", f"{o}-ef")  # async − EF: above zero = EF helps
             x, _ = share(small, f"{o}-sync", f"{o}-async", f"{o}-ef")
             v = directional(p, +1)
-            if o == "muon" and directional(_gap(small, o), +1) == NOISE:
-                v = NOISE  # no measurable gap, no share (the prediction's own rule)
-            elif v == HOLDS and (x is None or x < 50):
-                v = FAILS
+            gap = _gap(small, o)
+            if o == "muon" and directional(gap, +1) == NOISE:
+                # no measurable gap, no share (the prediction's own rule): the share of a gap
+                # whose interval holds zero is a ratio of noise, so it is not printed
+                v = NOISE
+                said = f"the gap itself is within noise ({_fmt(gap)}): no share"
+            else:
+                if v == HOLDS and (x is None or x < 50):
+                    v = FAILS
+                said = "share on the seed means " + ("—" if x is None else f"{x:.0f} %")
             out.append(Part(f"EF recovers ≥ 50 % of {LABEL[o]}'s gap", v,
-                            f"2BW − EF {_fmt(p)}; share on the seed means "
-                            + ("—" if x is None else f"{x:.0f} %")))
+                            f"2BW − EF {_fmt(p)}; {said}"))
         return out
     if key == "L4":
         return [_vs(small, f"{o}-efg", f"{o}-ef", -1,

@@ -64,6 +64,18 @@ def test_l3_needs_the_interval_and_half_the_gap(tmp_path):
     assert lv.combine(lv.parts("L3", t)) in (lv.NOISE, lv.PENDING)
 
 
+def test_l3_gives_no_share_of_a_gap_within_noise(tmp_path):
+    """Muon's gap with an interval across zero: EF's part is within noise however far EF sits
+    below 2BW, and no share (a ratio of noise) is printed."""
+    sync = {0: 4.00, 1: 4.02, 2: 3.99}
+    _write(tmp_path, "muon-sync", sync)
+    _write(tmp_path, "muon-async", {0: 4.03, 1: 4.00, 2: 4.00})  # gap +0.007, across zero
+    _write(tmp_path, "muon-ef", {0: 3.97, 1: 3.95, 2: 3.96})  # far below 2BW, every seed
+    muon = lv.parts("L3", {"opt-180k": load_results(tmp_path)})[1]
+    assert muon.verdict == lv.NOISE
+    assert "no share" in muon.evidence and "%" not in muon.evidence
+
+
 def test_l7_welch_interval_matches_scipy():
     a, b = [0.05, 0.07, 0.06], [0.02, 0.01, 0.04]
     p = lv.welch(a, b)
