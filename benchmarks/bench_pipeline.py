@@ -63,6 +63,11 @@ def main(argv=None) -> dict:
                 t2 = raw["cases"][f"{name}|{m}|{n2}"]
                 steady = [(b - a) / (n2 - n1) for a, b in zip(t1, t2)]
                 per_step[name] = statistics.median(steady)
+                if per_step[name] <= 0:  # fill and drain did not cancel: noise, not a step
+                    raise RuntimeError(
+                        f"P={P}, m={m}, {name}: the steady step time (T(N2) - T(N1)) / (N2 - N1)"
+                        f" = {per_step[name]:.4f} s is not positive, so timing noise exceeds "
+                        f"{n2 - n1} step(s); raise --steps N2, --repeats or --t-f/--t-b")
                 sim = simulate(build(name, P, m, n2), args.t_f, args.t_b, t_comm).makespan
                 act = raw["actions"][f"{name}|{m}"]
                 sim_cal = simulate(build(name, P, m, n2), act["F"], act["B"], t_comm,

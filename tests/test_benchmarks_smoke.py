@@ -43,11 +43,26 @@ def test_delay(bench):
 def test_pipeline(bench):
     import bench_pipeline
 
-    r = bench_pipeline.main(["--stages", "2", "--m-factors", "1", "--steps", "1", "2",
-                             "--repeats", "1", "--t-f", "0.002", "--t-b", "0.004",
+    # steps long enough (~0.2 s of sleep each) that a loaded machine's jitter cannot make
+    # the difference quotient of the two step counts negative
+    r = bench_pipeline.main(["--stages", "2", "--m-factors", "1", "--steps", "1", "3",
+                             "--repeats", "1", "--t-f", "0.02", "--t-b", "0.04",
                              "--schedules", "2bw", "1f1b"])
     run = r["runs"]["P2_m2"]
     assert run["ratio_2bw_over_1f1b"] > 0 and run["2bw"]["sim_makespan_N2"] > 0
+
+
+def test_pipeline_refuses_a_steady_step_that_noise_made_negative(bench, monkeypatch):
+    import bench_pipeline
+
+    fake = {"t_comm": 1e-4, "t_f_measured": [0.002], "t_b_measured": [0.004],
+            "cases": {f"{s}|2|{n}": [t] for s in ("2bw", "1f1b")
+                      for n, t in ((1, 0.050), (2, 0.045))},  # T(2) < T(1): jitter
+            "actions": {f"{s}|2": {"F": 0.002, "B": 0.004, "U": 0.0} for s in ("2bw", "1f1b")}}
+    monkeypatch.setattr(bench_pipeline, "launch", lambda *a, **k: fake)
+    with pytest.raises(RuntimeError, match="not positive, so timing noise exceeds 1 step"):
+        bench_pipeline.main(["--stages", "2", "--m-factors", "1", "--steps", "1", "2",
+                             "--repeats", "1", "--schedules", "2bw", "1f1b"])
 
 
 @pytest.mark.multiprocess
