@@ -54,8 +54,9 @@ def section_lr(R, tier):
     for o, m in to._tuned(tier):
         try:
             g = to.lr_grid(tier, o, m)
-        except ValueError as e:
-            rows.append([LABEL[o], MODE_LABEL[m], str(e), "—"])
+        except ValueError:  # a larger tier's centre: the smaller tier's grid is unsettled
+            rows.append([LABEL[o], MODE_LABEL[m], f"not yet: transfers from `{to.SMALLEST}`, "
+                         "whose grid of this pair has not settled", "—"])
             continue
         cells = []
         for lr in g:

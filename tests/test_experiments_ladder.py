@@ -169,6 +169,14 @@ def test_larger_tier_transfers_the_smaller_tiers_lr(tmp_path, monkeypatch):
     for lr, v in ((0.01, 3.8), (0.02, 3.5), (0.04, 3.9)):
         _write(tmp_path / "small", to.lr_cell_name("muon", "sync", lr), 0, v)
     assert to.lr_grid(big, "muon", "sync") == [0.01, 0.02, 0.04]
+    # the larger tier's lr table: the settled pair's grid, a plain "not yet" for the others
+    lines, _ = report_opt.section_lr({}, big)
+    text = "\n".join(lines)
+    rows = {ln.split("|")[1].strip() + "/" + ln.split("|")[2].strip(): ln
+            for ln in text.splitlines() if ln.startswith("| Muon") or ln.startswith("| AdamW")}
+    assert "0.01: —, 0.02: —, 0.04: —" in rows["Muon/synchronous (1F1B)"]
+    assert "not yet: transfers from `opt-180k`" in rows["AdamW/synchronous (1F1B)"]
+    assert "sweep.py" not in text
 
 
 def test_report_states_the_regime():
