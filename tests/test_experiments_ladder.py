@@ -229,3 +229,22 @@ def test_a_run_recorded_before_a_field_existed_is_still_found_identical(tmp_path
     gone["optimizer"]["a_field_since_removed"] = 1
     (tmp_path / "old-seed0.json").write_text(json.dumps({"status": "ok", "config": gone}))
     assert sweep.find_identical(tmp_path, now) is None
+
+
+def test_claims_section_gives_no_share_of_a_gap_within_noise(tmp_path):
+    """tables.md, like the front page, states EF's share only of a gap whose interval excludes
+    zero; a gap within noise gets 'no share' beside EF's own difference to 2BW."""
+    vals = {"sync": (4.00, 4.02, 3.99), "async": (4.03, 4.00, 4.00),
+            "ef": (3.97, 3.95, 3.96), "efg": (3.98, 3.96, 3.97)}
+    for m, vs in vals.items():
+        for seed, v in enumerate(vs):
+            _write(tmp_path, f"muon-{m}", seed, v)
+    R = report_opt.rc.load_results(tmp_path)
+    line = report_opt._share_line(R, "muon")
+    assert "no share (the gap is within noise" in line and "%" not in line
+    assert "better" in line  # EF's difference to 2BW is still given, with its verdict
+    for m, vs in (("async", (4.20, 4.23, 4.19)),):
+        for seed, v in enumerate(vs):
+            _write(tmp_path, f"muon-{m}", seed, v)
+    line = report_opt._share_line(report_opt.rc.load_results(tmp_path), "muon")
+    assert "recovers" in line and "%" in line
