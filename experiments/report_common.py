@@ -364,6 +364,13 @@ def share_val(R, s: str, a: str, c: str, seeds=None) -> Val:
     return Val(minus(f"{x:.0f} % ({each})"), len(per))
 
 
+def gap_within_noise(R, s: str, a: str) -> bool:
+    """Whether the paired gap a − s has an interval that holds zero: then no share of it is
+    stated (a share of such a gap is a ratio of noise). False when there is no gap yet."""
+    p = pair(R, a, s)
+    return p is not None and not p.excludes_zero
+
+
 def share_diff(R, s: str, a: str, c1: str, c2: str, seeds=None) -> stats.Paired | None:
     """The paired per-seed share of c2 minus that of c1 (percentage points)."""
     _, s1 = share(R, s, a, c1, seeds)
@@ -402,7 +409,8 @@ def section(t: str, body: list[str]) -> list[str]:
 
 
 __all__ = ["COMPARE_HEAD", "LABEL", "MIT_LABEL", "PAPER_360M", "Val",
-           "compare_cells", "diffs", "diff_val", "drift", "grid", "interval_text",
+           "compare_cells", "diffs", "diff_val", "drift", "gap_within_noise", "grid",
+           "interval_text",
            "load_results", "loss", "lr_of",
            "minus", "page_md", "pair", "pct", "section", "share", "share_diff", "share_val",
            "spectral_drift", "summary_text", "tc", "values", "vals", "verdict"]

@@ -253,10 +253,11 @@ def _number(key: str) -> str:
                             - ca["val_loss"][ca["val_step"].index(step)])
         return _mean_sd(gaps, d or 2, True, False)
     if kind == "recif":  # a share only of a gap the interval establishes
-        p = pair(R, args[1], args[0])
-        if p is None:
+        from report_common import gap_within_noise
+
+        if pair(R, args[1], args[0]) is None:
             return "—"
-        if not p.excludes_zero:
+        if gap_within_noise(R, args[0], args[1]):
             return "— (gap within noise)"
         x, _ = share(R, *args)
         return "—" if x is None else f"{x:.{d or 0}f} %"

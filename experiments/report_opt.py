@@ -86,15 +86,12 @@ def _claims_table(R, o: str, modes) -> str:
 
 def _share_line(R, o: str) -> str:
     s, a = rc.tc.name(o, "sync"), rc.tc.name(o, "async")
-    gap = rc.pair(R, a, s)
-    # a share only of a gap the interval establishes (as the front page's "recif"): the share
-    # of a gap whose interval holds zero is a ratio of noise
-    noisy = gap is not None and not gap.excludes_zero
+    noisy = rc.gap_within_noise(R, s, a)  # then no share, as the front page's "recif"
     parts = []
     for m in ("ef", "efg"):
         p = rc.pair(R, rc.tc.name(o, m), a)
         head = (f"{MODE_LABEL[m]}: no share (the gap is within noise, "
-                f"{rc.interval_text(gap)})" if noisy else
+                f"{rc.interval_text(rc.pair(R, a, s))})" if noisy else
                 f"{MODE_LABEL[m]} recovers {rc.share_val(R, s, a, rc.tc.name(o, m)).text} "
                 "of the gap")
         parts.append(f"{head} (its difference to 2BW: {rc.interval_text(p)}, {rc.verdict(p)})")
