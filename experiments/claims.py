@@ -74,6 +74,7 @@ class Verdict:
     evidence: str  # what was compared, with its numbers
     paired: stats.Paired | None = None
     regime: Regime | None = None  # of the cells compared (the tier's, or the deep model's)
+    cell: str | None = None  # the front page's short form (None: from ``paired``)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -197,19 +198,28 @@ def _ef(opt: str, label: str):
 
 
 def _share_size(opt: str, label: str, lo: float, hi: float):
+    """The share (async − EF)/(async − sync) per seed against the paper's range; no share is
+    stated when the gap async − sync itself is within noise (a ratio of noise)."""
     def test(R, tier):
-        _, per = stats.share(vals(R, f"{opt}-sync"), vals(R, f"{opt}-async"), vals(R, f"{opt}-ef"))
+        s, a, e = (vals(R, f"{opt}-{m}") for m in ("sync", "async", "ef"))
+        _, per = stats.share(s, a, e)
         if len(per) < 2:
             return None
-        s = stats.summary(list(per.values()))
-        half = stats.t_quantile(s.n) * s.sd / math.sqrt(s.n)
-        a, b = s.mean - half, s.mean + half
-        word = ("reproduced" if lo <= a and b <= hi else
-                "not reproduced" if b < lo or a > hi else "within noise")
-        ev = (f"{label} EF share {100 * s.mean:.0f} % ± {100 * s.sd:.0f} "
-              f"[{100 * a:.0f}, {100 * b:.0f}] (n = {s.n}) against the paper's "
+        gap = stats.paired({k: a[k] for k in per}, {k: s[k] for k in per})
+        if not gap.excludes_zero:
+            ev = (f"{label}'s gap itself is within noise ({gap.fmt()}): no share of it is "
+                  f"stated (n = {gap.n}; the paper's {100 * lo:.0f}–{100 * hi:.0f} %)")
+            return Verdict(f"{opt}-share", tier, "within noise", ev,
+                           cell="no share of a gap within noise")
+        m = stats.summary(list(per.values()))
+        half = stats.t_quantile(m.n) * m.sd / math.sqrt(m.n)
+        a_, b_ = m.mean - half, m.mean + half
+        word = ("reproduced" if lo <= a_ and b_ <= hi else
+                "not reproduced" if b_ < lo or a_ > hi else "within noise")
+        short = f"{100 * m.mean:.0f} % ± {100 * m.sd:.0f} [{100 * a_:.0f}, {100 * b_:.0f}]"
+        ev = (f"{label} EF share {short} (n = {m.n}) against the paper's "
               f"{100 * lo:.0f}–{100 * hi:.0f} %")
-        return Verdict(f"{opt}-share", tier, word, ev)
+        return Verdict(f"{opt}-share", tier, word, ev, cell=short.replace("-", "−"))
     return test
 
 
@@ -296,27 +306,19 @@ PAPER_REGIME = "20 tokens/parameter, each token seen once"
 
 
 def _short(v: Verdict) -> str:
+    if v.cell is not None:
+        return f"**{v.word}**: {v.cell}"
     p = v.paired
     if p is None or p.lo is None:
         return f"**{v.word}**"
     return f"**{v.word}**: {p.mean:+.3f} [{p.lo:+.3f}, {p.hi:+.3f}]".replace("-", "−")
 
 
-def summary_md(root: Path = HERE) -> str:
-    """The verdict of every claim on every tier as MyST: one table, a column per tier (the
-    paper's regime first, each headed by its size and tokens/parameter); a cell gives the
-    verdict and the paired difference with its 95 % interval (nats of validation loss; for a
-    share, the mean of the per-seed shares with its interval). Then each tier's full regime
-    (parameters, tokens/parameter, epochs, steps) and whether it is the paper's."""
-    names = tiers(root)
-    if not names:
-        return "No result files exist yet in `experiments/<tier>/results/`."
-    results = {t: verdicts(t, root) for t in names}
-
+def _verdict_table(names: list[str], results: dict) -> list[str]:
+    """One MyST table: a row per claim, a column per tier of ``names``."""
     def head(t):
         reg = results[t][0]
-        tail = "" if reg.paper_regime else ", not the paper's regime"
-        return f"`{t}`: {reg.params / 1e6:.2g}M, {reg.tokens_per_param:.2g} tokens/param{tail}"
+        return f"`{t}`: {reg.params / 1e6:.2g}M, {reg.tokens_per_param:.2g} tokens/param"
 
     table = ["| claim of the paper | " + " | ".join(head(t) for t in names) + " |",
              "| :-- | " + " | ".join(":--" for _ in names) + " |"]
@@ -324,25 +326,53 @@ def summary_md(root: Path = HERE) -> str:
         cells = []
         for t in names:
             v = next((v for v in results[t][1] if v.claim == c.key), None)
-            cells.append("not run" if v is None else
-                         _short(v) if v.paired is not None or "share" not in v.claim else
-                         f"**{v.word}**: {v.evidence.split('share ', 1)[1].split(' (n')[0]}")
+            cells.append("not run" if v is None else _short(v))
         table.append(f"| {c.number}. {c.statement} ({c.shown_in}) | " + " | ".join(cells)
                      + " |")
     table.append("| 7. The gap does not grow with scale (10B MoE, 200B tokens) | "
                  + " | ".join("not run" for _ in names) + " |")
+    return table
+
+
+def summary_md(root: Path = HERE) -> str:
+    """The verdict of every claim on every tier as MyST: first a table of the tiers in the
+    paper's regime, then, under its own heading line, a table of the tiers outside it (for
+    contrast: their answers do not transfer), a column per tier headed by its size and
+    tokens/parameter, so that each table fits the page. A cell gives the verdict and the
+    paired difference with its 95 % interval (nats of validation loss; for a share, the mean
+    of the per-seed shares with its interval, or none when the gap itself is within noise).
+    A tier none of whose claims has run yet gets no column. Then each tier's full regime
+    (parameters, tokens/parameter, epochs, steps) and whether it is the paper's."""
+    names = tiers(root)
+    if not names:
+        return "No result files exist yet in `experiments/<tier>/results/`."
+    results = {t: verdicts(t, root) for t in names}
+    shown = [t for t in names if results[t][1]]
+    inside = [t for t in shown if results[t][0].paper_regime]
+    outside = [t for t in shown if not results[t][0].paper_regime]
+    parts = []
+    if inside:
+        parts += ["**In the paper's regime** (" + PAPER_REGIME + "):", "",
+                  *_verdict_table(inside, results), ""]
+    else:
+        parts += ["No tier in the paper's regime (" + PAPER_REGIME + ") has run a claim yet.",
+                  ""]
+    if outside:
+        parts += ["**Outside the paper's regime**, for contrast (these answers need not "
+                  "transfer):", "", *_verdict_table(outside, results), ""]
     lines = []
     for t in names:
         reg = results[t][0]
         where = ("the paper's regime" if reg.paper_regime else
                  f"**not the paper's regime** ({PAPER_REGIME})")
-        lines.append(f"- `{t}`: {reg.describe()}, {reg.steps} steps — {where}.")
+        todo = "" if results[t][1] else "; none of its claims has run yet"
+        lines.append(f"- `{t}`: {reg.describe()}, {reg.steps} steps — {where}{todo}.")
     for t in names:
         for v in results[t][1]:
             if v.regime is not None and v.regime != results[t][0]:
                 num = next(c.number for c in CLAIMS if c.key == v.claim)
                 lines.append(f"- `{t}`, claim {num}: the deep model, {v.regime.describe()}.")
-    return "\n".join(table) + "\n\n" + "\n".join(lines)
+    return "\n".join(parts) + "\n" + "\n".join(lines)
 
 
 # The paper's final validation losses at 360M, 20 tokens/parameter (sync, async, async + EF;
@@ -354,7 +384,8 @@ LABEL = {"muon": "Muon", "adamw": "AdamW"}
 def paper_table_md(tier: str, root: Path = HERE) -> str:
     """Muon and AdamW on ``tier`` beside the paper's 360M numbers, one column per optimizer
     (so it fits the page): the three final losses (mean ± sd over n seeds), the gap async − sync
-    and the share of it EF recovers, each with the paper's value."""
+    and the share of it EF recovers (none when the gap's interval holds zero), each with the
+    paper's value."""
     R = load(tier, root)
     cols, n = [], set()
     for o in PAPER_360M:
@@ -366,14 +397,17 @@ def paper_table_md(tier: str, root: Path = HERE) -> str:
         share, _ = stats.share(s, a, e)
         ps, pa, pe = PAPER_360M[o]
         cols.append((o, [stats.summary(s).fmt(), stats.summary(a).fmt(), stats.summary(e).fmt(),
-                         f"{gap.mean:+.3f}", f"{pa - ps:+.3f}",
-                         "—" if share is None else f"{100 * share:.0f} %",
+                         f"{gap.mean:+.3f}" if gap.lo is None else
+                         f"{gap.mean:+.3f} [{gap.lo:+.3f}, {gap.hi:+.3f}]", f"{pa - ps:+.3f}",
+                         "—" if share is None else
+                         "none: the gap is within noise" if not gap.excludes_zero else
+                         f"{100 * share:.0f} %",
                          f"{100 * (pa - pe) / (pa - ps):.0f} %"]))
     if not cols:
         return f"No Muon or AdamW results in `{tier}` yet."
     rows = ["final loss, synchronous", "final loss, one-step delay (2BW)", "final loss, 2BW + EF",
-            "gap async − sync", "gap, the paper (360M)", "share of the gap EF recovers",
-            "share, the paper (360M)"]
+            "gap async − sync [95 % interval]", "gap, the paper (360M)",
+            "share of the gap EF recovers", "share, the paper (360M)"]
     seeds = "/".join(str(k) for k in sorted(n))
     out = [f"The `{tier}` tier, {seeds} seeds per cell:", "",
            "| | " + " | ".join(LABEL[o] for o, _ in cols) + " |",

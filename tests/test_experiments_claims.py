@@ -107,3 +107,39 @@ def test_failed_runs_are_left_out(tmp_path):
     rec["status"] = "failed"
     bad.write_text(json.dumps(rec))
     assert _verdict(tmp_path, "t", "muon-ef").paired.n == 2
+
+
+def test_no_share_of_a_gap_within_noise(tmp_path):
+    # async − sync: +0.10, −0.08, +0.01 (interval holds zero); EF recovers "shares" of noise
+    _table1(tmp_path, "t", [3.00, 3.10, 3.05], [3.10, 3.02, 3.06], [3.05, 3.00, 3.00])
+    v = _verdict(tmp_path, "t", "muon-share")
+    assert v.word == "within noise" and "no share" in v.evidence
+    assert "%" not in v.cell
+    md = claims.summary_md(tmp_path)
+    row = next(ln for ln in md.splitlines() if "50–70 %" in ln)
+    assert "no share of a gap within noise" in row and "%" not in row.split("|")[2]
+    table = claims.paper_table_md("t", tmp_path)
+    assert "none: the gap is within noise" in table
+    # the same seeds with a clear gap give a share again
+    _table1(tmp_path, "t", [3.00, 3.10, 3.05], [3.20, 3.31, 3.24], [3.10, 3.20, 3.15])
+    v = _verdict(tmp_path, "t", "muon-share")
+    assert "no share" not in v.evidence and v.cell.endswith("]")
+    assert "none:" not in claims.paper_table_md("t", tmp_path)
+
+
+def test_summary_gives_the_papers_regime_its_own_table(tmp_path):
+    _table1(tmp_path, "tiny", [3.0, 3.1], [3.2, 3.3], [3.1, 3.2])
+    _table1(tmp_path, "opt-20k", [3.0, 3.1], [3.2, 3.3], [3.1, 3.2], params=20_480,
+            steps=400, batch=8, seq=128, epochs=0.5)
+    # a tier in the paper's regime with runs but no claim's cells yet (its lr grid)
+    _write(tmp_path, "opt-40k", "lr-muon-sync-0.04", 0, 3.0, params=40_960, steps=800,
+           batch=8, seq=128, epochs=0.9)
+    md = claims.summary_md(tmp_path)
+    heads = [ln for ln in md.splitlines() if ln.startswith("| claim of the paper")]
+    assert len(heads) == 2
+    assert "`opt-20k`" in heads[0] and "`tiny`" not in heads[0]
+    assert "`tiny`" in heads[1] and "`opt-20k`" not in heads[1]
+    assert md.index("In the paper's regime") < md.index("Outside the paper's regime")
+    assert not any("`opt-40k`" in h for h in heads)
+    line = next(ln for ln in md.splitlines() if ln.startswith("- `opt-40k`"))
+    assert "none of its claims has run yet" in line and "not the paper's" not in line
