@@ -411,3 +411,5 @@ def test_flush_denormal_holds_while_the_run_trains_and_is_undone_after(tmp_path,
     assert res.finished and len(seen) == cfg.train.steps
     assert set(seen) == {flush}
     assert not _flushes()
+    summary = json.loads((cfg.run_dir / "summary.json").read_text())
+    assert summary["subnormals_flushed"] is flush

@@ -250,3 +250,20 @@ def test_compiled_stages_under_torchrun_match_the_eager_run(runs, tmp_path):
                 assert b[key] == pytest.approx(a[key], rel=1e-4, abs=1e-5), (key, a, b)
     summary = json.loads((tmp_path / "compiled" / "summary.json").read_text())
     assert summary["first_step_s"] > 0 and summary["steady_tokens_per_s"] > 0
+
+
+@pytest.mark.multiprocess
+def test_flush_denormal_holds_under_torchrun(runs, tmp_path):
+    """``run.flush_denormal`` under torchrun: rank 0 trains with subnormals flushed (its
+    summary's probe, taken as training ends, reads flushed), the losses match the IEEE run's
+    (these 6 steps meet no subnormal), and the same launch without the key records IEEE
+    arithmetic."""
+    root = runs["root"]
+    out = launch([*ARGS, "--run.flush_denormal", "true", "--run.dir", str(tmp_path / "ftz")], 2,
+                 tmp_path / "logs", root / "cache")
+    for r, (rc, text) in enumerate(out):
+        assert rc == 0, f"rank {r} failed:\n{text[-3000:]}"
+    assert json.loads((tmp_path / "ftz" / "summary.json").read_text())["subnormals_flushed"]
+    assert not json.loads((root / "dist" / "summary.json").read_text())["subnormals_flushed"]
+    for a, b in zip(records(root / "dist"), records(tmp_path / "ftz"), strict=True):
+        assert abs(a["train_loss"] - b["train_loss"]) <= TOL * max(1.0, abs(a["train_loss"]))

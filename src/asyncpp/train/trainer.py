@@ -94,6 +94,16 @@ class RunResult:
     exit_code: int = 0
 
 
+def subnormals_flushed() -> bool:
+    """Whether float32 arithmetic here flushes subnormals to zero now (``run.flush_denormal``):
+    the smallest normal float32, 2^-126, halved is subnormal under IEEE rules and 0 when
+    flushed. Recorded in the summary so a result says which arithmetic trained it."""
+    import torch
+
+    tiny = torch.tensor(2.0 ** -126, dtype=torch.float32)
+    return bool((tiny * 0.5 == 0).item())
+
+
 def _steady_rate(times: list[float], tokens_per_step: int) -> float | None:
     """Tokens/s over the steady steps: the first ⌈10 %⌉ (at least 2) of the invocation's steps
     are warm-up (compile, allocator), and steps over 10× the median (recompiles) are left out."""
@@ -361,7 +371,8 @@ class Trainer:
                    "model_tflops": (model_flops_per_token(cfg) * r.steady_tokens_per_s / 1e12
                                     if r.steady_tokens_per_s else None),
                    "peak_tflops": peak, "mfu": r.mfu, "wall_s": r.wall_s,
-                   "params": cfg.model_config().num_params(), **be.summary_fields()}
+                   "params": cfg.model_config().num_params(),
+                   "subnormals_flushed": subnormals_flushed(), **be.summary_fields()}
         data = getattr(be, "data", None)
         if data is not None:
             summary["data"] = data_provenance(data)
