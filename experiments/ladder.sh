@@ -43,7 +43,9 @@ PY="${PYTHON:-.venv/bin/python}"
 while :; do
   trained=0; busy=0
   for t in "${tables[@]}"; do
-    out=$("$PY" experiments/sweep.py --tier "$tier" --tables "$t" "$@" | tee /dev/stderr) || {
+    # the copy for the log goes through fd 2 itself: `tee /dev/stderr` would reopen a log file
+    # (nohup … > log 2>&1) and truncate it at every table
+    out=$("$PY" experiments/sweep.py --tier "$tier" --tables "$t" "$@" | tee >(cat >&2)) || {
       echo "ladder: table $t of $tier could not run (see above)"; exit 1; }
     echo "$out" | grep -q "sweep done: [1-9]" && trained=1
     echo "$out" | grep -q "running elsewhere" && busy=1

@@ -248,3 +248,26 @@ def test_claims_section_gives_no_share_of_a_gap_within_noise(tmp_path):
             _write(tmp_path, f"muon-{m}", seed, v)
     line = report_opt._share_line(report_opt.rc.load_results(tmp_path), "muon")
     assert "recovers" in line and "%" in line
+
+
+def test_a_lane_logged_to_a_file_keeps_every_tables_output(tmp_path):
+    """``nohup bash experiments/ladder.sh … > log 2>&1`` (the documented launch): the log holds
+    each table's sweep output in order, none overwritten by the next table's, and the closing
+    line. The sweep is a stub that prints what sweep.py prints when nothing is left to train."""
+    import subprocess
+
+    stub = tmp_path / "python"
+    stub.write_text('#!/usr/bin/env bash\necho "sweep of table $5: every cell done"\n'
+                    'echo "sweep done: 0 trained"\n')
+    stub.chmod(0o755)
+    log = tmp_path / "lane.log"
+    env = {"PATH": "/usr/bin:/bin", "PYTHON": str(stub), "LADDER_WORKTREE": "1"}
+    with log.open("w") as f:
+        rc = subprocess.run(["bash", str(EXP / "ladder.sh"), "opt-180k", "opt-lr", "opt-claims"],
+                            stdout=f, stderr=subprocess.STDOUT, env=env, timeout=60).returncode
+    text = log.read_text()
+    assert rc == 0, text
+    first = text.index("sweep of table opt-lr: every cell done")
+    assert first < text.index("sweep of table opt-claims: every cell done")
+    assert text.rstrip().endswith("nothing left to train")
+    assert "\0" not in text  # no hole left where a truncated log was written past its end
