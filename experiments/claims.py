@@ -311,7 +311,7 @@ def _short(v: Verdict) -> str:
     p = v.paired
     if p is None or p.lo is None:
         return f"**{v.word}**"
-    return f"**{v.word}**: {p.mean:+.3f} [{p.lo:+.3f}, {p.hi:+.3f}]".replace("-", "−")
+    return f"**{v.word}**: {p.mean:+.3f} {p.interval(3)}".replace("-", "−")
 
 
 def _verdict_table(names: list[str], results: dict) -> list[str]:
@@ -398,7 +398,7 @@ def paper_table_md(tier: str, root: Path = HERE) -> str:
         ps, pa, pe = PAPER_360M[o]
         cols.append((o, [stats.summary(s).fmt(), stats.summary(a).fmt(), stats.summary(e).fmt(),
                          f"{gap.mean:+.3f}" if gap.lo is None else
-                         f"{gap.mean:+.3f} [{gap.lo:+.3f}, {gap.hi:+.3f}]", f"{pa - ps:+.3f}",
+                         f"{gap.mean:+.3f} {gap.interval(3)}", f"{pa - ps:+.3f}",
                          "—" if share is None else
                          "none: the gap is within noise" if not gap.excludes_zero else
                          f"{100 * share:.0f} %",

@@ -47,8 +47,7 @@ def _fmt(p: stats.Paired | None, digits: int = 3, signs: bool = True) -> str:
     if p.lo is None:
         return f"{p.mean:+.{digits}f} (n = {p.n})".replace("-", "−")
     tail = f", {p.signs}" if signs else ""
-    return f"{p.mean:+.{digits}f} [{p.lo:+.{digits}f}, {p.hi:+.{digits}f}]{tail}".replace(
-        "-", "−")
+    return f"{p.mean:+.{digits}f} {p.interval(digits)}{tail}".replace("-", "−")
 
 
 def directional(p: stats.Paired | None, sign: int, margin: float = 0.0,

@@ -300,7 +300,7 @@ def interval_text(p: stats.Paired | None, digits: int = 3) -> str:
     """"[lo, hi]" of the paired 95 % t-interval; "—" without one (n < 2)."""
     if p is None or p.lo is None:
         return "—"
-    return minus(f"[{p.lo:+.{digits}f}, {p.hi:+.{digits}f}]")
+    return minus(p.interval(digits))
 
 
 def agreeing(p: stats.Paired | None) -> str:

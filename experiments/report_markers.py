@@ -205,7 +205,7 @@ def _number(key: str) -> str:
             head = f"{p.mean:+.{d or 3}f}" if kind == "gapci" else ""
             if p.lo is None:
                 return f"{head} (n = {p.n})" if head else "—"
-            return f"{head} [{p.lo:+.{d or 3}f}, {p.hi:+.{d or 3}f}]".lstrip()
+            return f"{head} {p.interval(d or 3)}".lstrip()
         return p.fmt(d or 3)
     if kind in ("sharepd", "sharevd"):
         from report_common import share_diff

@@ -86,12 +86,27 @@ class Paired:
         return f"0/{self.n} nonzero" if not (self.positive or self.negative) else \
             f"{self.positive}+/{self.negative}− of {self.n}"
 
+    def interval(self, digits: int = 3) -> str:
+        """``"[-0.178, +0.070]"``: the 95 % interval, each end at ``digits`` decimals, or to
+        its first significant digit when those would print a nonzero end as 0 (an interval
+        that excludes zero never reads "[+0.000, …]")."""
+        return f"[{endpoint(self.lo, digits)}, {endpoint(self.hi, digits)}]"
+
     def fmt(self, digits: int = 3) -> str:
         """``"−0.054 ± 0.050 [−0.178, +0.070], 2/3 negative"``."""
         if self.lo is None:
             return f"{self.mean:+.{digits}f} (n={self.n}, no interval)"
         return (f"{self.mean:+.{digits}f} ± {self.sd:.{digits}f} "
-                f"[{self.lo:+.{digits}f}, {self.hi:+.{digits}f}], {self.signs}")
+                f"{self.interval(digits)}, {self.signs}")
+
+
+def endpoint(x: float, digits: int = 3) -> str:
+    """``x`` signed at ``digits`` decimals; a nonzero ``x`` that would print as zero gets
+    decimals up to its first significant one (``+0.0004``, not ``+0.000``)."""
+    d = digits
+    while x != 0 and float(f"{x:.{d}f}") == 0 and d < digits + 6:
+        d += 1
+    return f"{x:+.{d}f}"
 
 
 def summary(values: Mapping[int, float] | list[float]) -> Summary:
@@ -159,5 +174,5 @@ def in_sd_units(p: Paired, reference: Summary) -> float | None:
     return p.mean / reference.sd
 
 
-__all__ = ["CONFIDENCE", "Paired", "Summary", "in_sd_units", "paired", "share", "summary",
-           "t_quantile", "verdict"]
+__all__ = ["CONFIDENCE", "Paired", "Summary", "endpoint", "in_sd_units", "paired", "share",
+           "summary", "t_quantile", "verdict"]
