@@ -9,6 +9,9 @@
 #   bash experiments/ladder.sh opt-180k [tables...] [-- sweep options]
 #   e.g. nohup bash experiments/ladder.sh opt-180k > experiments/logs/opt-180k.log 2>&1 &
 #
+# `-- --deadline $(date -d '+150 min' +%s)` ends the lane before a run that would finish after
+# that time (the tier's median run time decides), so a session's end loses no half-done run.
+#
 # Results must name the code that made them, and sweep.py refuses a dirty tree: so the lane
 # trains from a clean git worktree of the current commit (under $TMPDIR, with data/ linked in)
 # and writes its results into this checkout's experiments/<tier>/results/. Commit first; edits
@@ -49,6 +52,11 @@ while :; do
       echo "ladder: table $t of $tier could not run (see above)"; exit 1; }
     echo "$out" | grep -q "sweep done: [1-9]" && trained=1
     echo "$out" | grep -q "running elsewhere" && busy=1
+    if echo "$out" | grep -q "^stop: .* after the deadline"; then
+      echo "ladder: $tier stopped at the deadline (the next run would end after it); the same" \
+        "command continues"
+      exit 0
+    fi
   done
   [ "$trained" = 1 ] && continue
   [ "$busy" = 1 ] && { sleep 60; continue; }

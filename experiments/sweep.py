@@ -638,17 +638,20 @@ def main(argv=None) -> int:
         if out.is_file():
             print(f"skip {c.name}-seed{s} (done)", flush=True)
             continue
-        if args.deadline:
-            est = run_estimate(results, args.run_estimate_s, warm=in_process and n_run > 0)
-            if time.time() + est > args.deadline:
-                print(f"stop: {c.name}-seed{s} would end after the deadline (a run takes "
-                      f"~{est:.0f} s, {args.deadline - time.time():.0f} s left)", flush=True)
-                break
         if (lrs is not None and c.opt not in lrs and "optimizer.lr" not in c.overrides
                 and "optimizer.lr" not in extra):
             print(f"skip {c.name}-seed{s} (no lr for {c.opt} yet: finish its lr sweep and "
                   "run --pick-lrs)", flush=True)
             continue
+        if args.deadline:
+            steps = build_config(c, s, Path(tempfile.gettempdir()) / "unused", lrs,
+                                 extra)[0].train.steps
+            est = run_estimate(results, args.run_estimate_s, warm=in_process and n_run > 0,
+                               steps=steps)
+            if time.time() + est > args.deadline:
+                print(f"stop: {c.name}-seed{s} would end after the deadline (a run takes "
+                      f"~{est:.0f} s, {args.deadline - time.time():.0f} s left)", flush=True)
+                break
         lock = claim(results, c.name, s)
         if lock is None:
             print(f"skip {c.name}-seed{s} (running elsewhere)", flush=True)
@@ -676,18 +679,25 @@ def main(argv=None) -> int:
     return 0
 
 
-def run_estimate(results: Path, default: float, warm: bool = False) -> float:
+def run_estimate(results: Path, default: float, warm: bool = False,
+                 steps: int | None = None) -> float:
     """Median wall time of the finished (not reused) runs in ``results``, else ``default``.
     ``warm``: this process has compiled already (``--in-process``), so only runs whose first
-    step took under a quarter of their wall time (no compile in them) count, if there are any."""
+    step took under a quarter of their wall time (no compile in them) count, if there are any.
+    ``steps``: the run to come trains that many steps, and the estimate is the median wall
+    time per step times ``steps`` (a tier's token ladder trains 4× a claims run's steps)."""
     walls, warm_walls = [], []
     for f in results.glob("*.json"):
-        with contextlib.suppress(OSError, json.JSONDecodeError, KeyError, TypeError):
+        with contextlib.suppress(OSError, json.JSONDecodeError, KeyError, TypeError,
+                                 ZeroDivisionError):
             rec = json.loads(f.read_text())
             if rec.get("status") == "ok" and "reused_from" not in rec:
                 wall = float(rec["final"]["wall_s"])
+                if steps is not None:
+                    wall = wall / int(rec["config"]["train"]["steps"]) * steps
                 walls.append(wall)
-                if float(rec["final"].get("first_step_s", wall)) < 0.25 * wall:
+                if float(rec["final"].get("first_step_s", wall)) < 0.25 * float(
+                        rec["final"]["wall_s"]):
                     warm_walls.append(wall)
     walls = warm_walls if warm and warm_walls else walls
     if not walls:

@@ -271,3 +271,22 @@ def test_a_lane_logged_to_a_file_keeps_every_tables_output(tmp_path):
     assert first < text.index("sweep of table opt-claims: every cell done")
     assert text.rstrip().endswith("nothing left to train")
     assert "\0" not in text  # no hole left where a truncated log was written past its end
+
+
+def test_a_lane_with_a_deadline_stops_at_it_and_says_so(tmp_path):
+    """sweep.py's ``--deadline`` refusal ends the lane with its own line, before the next
+    table, instead of "settled" (which would tell the reader nothing is left to train)."""
+    import subprocess
+
+    stub = tmp_path / "python"
+    stub.write_text('#!/usr/bin/env bash\necho "sweep of table $5"\n'
+                    'echo "stop: lr-muon-sync-0.08-seed0 would end after the deadline (a run '
+                    'takes ~950 s, 300 s left)"\necho "sweep done: 0 runs this invocation"\n')
+    stub.chmod(0o755)
+    env = {"PATH": "/usr/bin:/bin", "PYTHON": str(stub), "LADDER_WORKTREE": "1"}
+    done = subprocess.run(["bash", str(EXP / "ladder.sh"), "opt-580k", "opt-lr", "opt-claims",
+                           "--", "--deadline", "1"], capture_output=True, text=True, env=env,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "stopped at the deadline" in done.stdout and "settled" not in done.stdout
+    assert "sweep of table opt-lr" in done.stderr and "opt-claims" not in done.stderr

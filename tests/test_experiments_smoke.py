@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 EXP = Path(__file__).resolve().parents[1] / "experiments"
 sys.path.insert(0, str(EXP))
 
@@ -424,3 +426,31 @@ def test_nag_and_wpipe_tables_from_synthetic_results(tmp_path, monkeypatch):
     assert "## Delay corrections at depth\n" in text and "## WPipe against 2BW\n" in text
     assert "issue" not in text  # reader-facing: no builder's references
     assert (tmp_path / "out" / "figures" / "nag_depth.png").is_file()
+
+
+def test_deadline_estimates_a_run_by_its_own_steps(tmp_path, capsys):
+    """``--deadline``: the run to come is estimated at the folder's median wall time per step
+    times its own steps (a 4×-longer token-ladder run is not taken for a claims run), and a
+    run that would end after the deadline is not started."""
+    import time
+
+    results = tmp_path / "results"
+    for cell, wall, steps in (("lr-adamw-0.001", 120.0, 300), ("lr-adamw-0.003", 600.0, 300),
+                              ("lr-adamw-0.01", 150.0, 1200)):
+        rec = _record(cell, 0, 3.5)
+        rec["config"]["train"] = {"steps": steps}
+        rec["final"]["wall_s"] = wall
+        _write(results, rec)
+    # per step: 0.4, 2.0, 0.125 → median 0.4
+    assert sweep.run_estimate(results, 9.0, steps=1200) == pytest.approx(480.0)
+    assert sweep.run_estimate(results, 9.0) == pytest.approx(150.0)
+    assert sweep.run_estimate(tmp_path / "none", 9.0, steps=100) == 9.0
+    tiny_steps = sweep.build_config(next(c for c, _ in sweep.plan(["lr"], None, None, TINY)),
+                                    0, tmp_path / "x", None, {})[0].train.steps
+    before = sorted(p.name for p in results.iterdir())
+    assert sweep.main(["--tables", "lr", "--results", str(results),
+                       "--deadline", str(time.time() + 0.4 * tiny_steps / 2)]) == 0
+    out = capsys.readouterr().out
+    assert f"would end after the deadline (a run takes ~{0.4 * tiny_steps:.0f} s" in out
+    assert "0 runs this invocation" in out
+    assert sorted(p.name for p in results.iterdir()) == before
