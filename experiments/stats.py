@@ -88,8 +88,8 @@ class Paired:
 
     def interval(self, digits: int = 3) -> str:
         """``"[-0.178, +0.070]"``: the 95 % interval, each end at ``digits`` decimals, or to
-        its first significant digit when those would print a nonzero end as 0 (an interval
-        that excludes zero never reads "[+0.000, …]")."""
+        one significant digit when those would print a nonzero end as 0 (an interval that
+        excludes zero never reads "[+0.000, …]")."""
         return f"[{endpoint(self.lo, digits)}, {endpoint(self.hi, digits)}]"
 
     def fmt(self, digits: int = 3) -> str:
@@ -101,12 +101,11 @@ class Paired:
 
 
 def endpoint(x: float, digits: int = 3) -> str:
-    """``x`` signed at ``digits`` decimals; a nonzero ``x`` that would print as zero gets
-    decimals up to its first significant one (``+0.0004``, not ``+0.000``)."""
-    d = digits
-    while x != 0 and float(f"{x:.{d}f}") == 0 and d < digits + 6:
-        d += 1
-    return f"{x:+.{d}f}"
+    """``x`` signed at ``digits`` decimals; a nonzero ``x`` that would print as zero is given
+    to one significant digit in the same width (``+4e-04``, not ``+0.000``)."""
+    if x != 0 and float(f"{x:.{digits}f}") == 0:
+        return f"{x:+.0e}"
+    return f"{x:+.{digits}f}"
 
 
 def summary(values: Mapping[int, float] | list[float]) -> Summary:

@@ -65,12 +65,14 @@ def test_summary_and_sd_units():
 
 def test_an_interval_that_excludes_zero_never_prints_a_zero_end():
     # differences 0.0092, 0.0059, 0.0070, 0.0269, 0.0076 (opt-180k's SOAP EF(γ*) − sync):
-    # the lower end is +0.0004, which three decimals would print as +0.000 beside "worse"
+    # the lower end is +0.0004, which three decimals would print as +0.000 beside "worse";
+    # one significant digit in the same width keeps the tables as wide as they were
     a = {k: 4.0 + d for k, d in enumerate((0.0092, 0.0059, 0.0070, 0.0269, 0.0076))}
     b = {k: 4.0 for k in range(5)}
     p = stats.paired(a, b)
     assert 0 < p.lo < 0.0005 and stats.verdict(p) == "worse"
-    assert p.interval(3) == f"[+0.0004, {p.hi:+.3f}]"
+    assert p.interval(3) == f"[+4e-04, {p.hi:+.3f}]"
     assert "+0.000," not in p.fmt(3)
-    assert stats.endpoint(-0.00004, 3) == "-0.00004" and stats.endpoint(0.0, 3) == "+0.000"
+    assert stats.endpoint(-0.00004, 3) == "-4e-05" and stats.endpoint(0.0, 3) == "+0.000"
+    assert len(stats.endpoint(-0.0000012, 3)) == len("-0.000")
     assert stats.endpoint(0.0123, 3) == "+0.012" and stats.endpoint(-0.5, 1) == "-0.5"
