@@ -643,11 +643,10 @@ def main(argv=None) -> int:
             print(f"skip {c.name}-seed{s} (no lr for {c.opt} yet: finish its lr sweep and "
                   "run --pick-lrs)", flush=True)
             continue
+        cfg, _ = build_config(c, s, Path(tempfile.gettempdir()) / "unused", lrs, extra)
         if args.deadline:
-            steps = build_config(c, s, Path(tempfile.gettempdir()) / "unused", lrs,
-                                 extra)[0].train.steps
             est = run_estimate(results, args.run_estimate_s, warm=in_process and n_run > 0,
-                               steps=steps)
+                               steps=cfg.train.steps)
             if time.time() + est > args.deadline:
                 print(f"stop: {c.name}-seed{s} would end after the deadline (a run takes "
                       f"~{est:.0f} s, {args.deadline - time.time():.0f} s left)", flush=True)
@@ -661,7 +660,6 @@ def main(argv=None) -> int:
                 print(f"removed {d}, left by a killed run of {c.name}-seed{s}", flush=True)
             if out.is_file():
                 continue
-            cfg, _ = build_config(c, s, Path(tempfile.gettempdir()) / "unused", lrs, extra)
             same = find_identical(results, cfg.resolved().to_dict())
             if same is not None:
                 reuse_result(same, c, s, results, cfg)
@@ -692,12 +690,11 @@ def run_estimate(results: Path, default: float, warm: bool = False,
                                  ZeroDivisionError):
             rec = json.loads(f.read_text())
             if rec.get("status") == "ok" and "reused_from" not in rec:
-                wall = float(rec["final"]["wall_s"])
-                if steps is not None:
-                    wall = wall / int(rec["config"]["train"]["steps"]) * steps
+                run_wall = float(rec["final"]["wall_s"])
+                wall = (run_wall if steps is None else
+                        run_wall / int(rec["config"]["train"]["steps"]) * steps)
                 walls.append(wall)
-                if float(rec["final"].get("first_step_s", wall)) < 0.25 * float(
-                        rec["final"]["wall_s"]):
+                if float(rec["final"].get("first_step_s", run_wall)) < 0.25 * run_wall:
                     warm_walls.append(wall)
     walls = warm_walls if warm and warm_walls else walls
     if not walls:
