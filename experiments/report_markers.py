@@ -15,6 +15,7 @@ from pathlib import Path
 
 import stats
 import sweep
+from ladder_verdicts import MIN_SEEDS
 from report_common import (
     LABEL,
     PAPER_360M,
@@ -366,10 +367,15 @@ def glance_table(runs=GLANCE_RUNS) -> str:
              "| --- | --- | --- | --- | --- |"]
     for tier, suffix, what in runs:
         R = _results_of(tier)
-        opts = [o for o in GLANCE_OPTIMIZERS if f"{o}-sync{suffix}" in R]
+        # a ladder row needs the seeds its verdicts need (the front page promises "at least
+        # three seeds"); a short-training row, the two an interval needs
+        need = MIN_SEEDS if tier.startswith("opt-") else 2
+        opts = [o for o in GLANCE_OPTIMIZERS
+                if len(set(R.get(f"{o}-sync{suffix}", ())) & set(R.get(f"{o}-async{suffix}", ())))
+                >= need]
         if not opts:  # the tier's claims have not run yet: say how far it is
             lines.append(f"| `{tier}`, {what} | running: {m(f'{tier}/count')} runs finished, "
-                         "no claim cell yet | — | — | — |")
+                         f"no claim at {need} seeds yet | — | — | — |")
             continue
         for k, o in enumerate(opts):
             s_, a_, e_ = (f"{o}-{x}{suffix}" for x in ("sync", "async", "ef"))

@@ -102,7 +102,8 @@ class Paired:
 
 def endpoint(x: float, digits: int = 3) -> str:
     """``x`` signed at ``digits`` decimals; a nonzero ``x`` that would print as zero is given
-    to one significant digit in the same width (``+4e-04``, not ``+0.000``)."""
+    to one significant digit (``+4e-04``, not ``+0.000``): as wide as ``digits`` = 3 prints,
+    narrower above it, and one or two characters wider below it."""
     if x != 0 and float(f"{x:.{digits}f}") == 0:
         return f"{x:+.0e}"
     return f"{x:+.{digits}f}"

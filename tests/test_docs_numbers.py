@@ -88,3 +88,22 @@ def test_table_numbers_match_the_tables(report):
     assert gap.lstrip("+").replace("−", "-") in table2.replace("−", "-")
     with pytest.raises(KeyError):
         report.number("tiny/nonsense/x")
+
+
+def test_glance_gives_a_ladder_optimizer_a_row_only_at_three_seeds(report):
+    """A compute-optimal row's interval sits under the front page's "at least three seeds":
+    opt-180k's SOAP cells cut to two seeds leave the tier without a row; at three it has one."""
+    import report_markers as rm
+
+    full = rm._results_of("opt-180k")
+    keep = {c: r for c, r in full.items() if c.startswith("soap-")}
+    try:
+        rm._R_CACHE["opt-180k"] = {c: {s: r[s] for s in (0, 1) if s in r} for c, r in keep.items()}
+        two = report.glance_table(runs=(("opt-180k", "", "compute-optimal"),))
+        rm._R_CACHE["opt-180k"] = {c: {s: r[s] for s in (0, 1, 2) if s in r}
+                                   for c, r in keep.items()}
+        three = report.glance_table(runs=(("opt-180k", "", "compute-optimal"),))
+    finally:
+        rm._R_CACHE["opt-180k"] = full
+    assert "no claim at 3 seeds yet" in two and "| SOAP |" not in two.split("the paper")[0]
+    assert "| SOAP |" in three.split("the paper")[0] and "running:" not in three
