@@ -26,19 +26,33 @@ if [ -z "${LADDER_WORKTREE:-}" ]; then
   here=$PWD
   commit=$(git rev-parse HEAD)
   wt="${TMPDIR:-/tmp}/asyncpp-lane-${commit:0:12}"
-  [ -d "$wt" ] || git worktree add -q --detach "$wt" "$commit"
+  # Two lanes started together share one worktree: the second waits here until the first has
+  # checked it out whole (`git worktree add` makes the folder before it fills it, so a bare
+  # "folder exists" test let a lane run from a half-written tree).
+  exec 9> "$wt.lock"
+  flock 9
+  [ -e "$wt/.git" ] || git worktree add -q --detach "$wt" "$commit"
   if [ -d data ] && [ ! -e "$wt/data" ]; then
     mkdir -p "$wt/data"
     for d in data/*; do ln -s "$here/$d" "$wt/data/"; done
   fi
+  flock -u 9
+  exec 9>&-
   export LADDER_WORKTREE=1 PYTHONPATH="$wt/src" PYTHON="${PYTHON:-$here/.venv/bin/python}"
   exec bash "$wt/experiments/ladder.sh" "$tier" "${tables[@]}" -- "$@" \
     --results "$here/experiments/$tier/results"
 fi
 PY="${PYTHON:-.venv/bin/python}"
 # no tables named: the tier's own, in their order (experiments/sweep.py's table_order)
-[ ${#tables[@]} -gt 0 ] || read -r -a tables <<< "$("$PY" -c "import sys; sys.path.insert(0, \
-'experiments'); import sweep; print(' '.join(sweep.get_tier('$tier').table_order))")"
+if [ ${#tables[@]} -eq 0 ]; then
+  # a failure here must end the lane with its reason: a here-string of a failed substitution
+  # would leave no tables, and the loop below would call the tier "settled"
+  order=$("$PY" -c "import sys; sys.path.insert(0, 'experiments'); import sweep; \
+print(' '.join(sweep.get_tier('$tier').table_order))") || {
+    echo "ladder: cannot read the tables of $tier (see above)"; exit 1; }
+  read -r -a tables <<< "$order"
+  [ ${#tables[@]} -gt 0 ] || { echo "ladder: $tier names no tables"; exit 1; }
+fi
 # Passes over the tables until one trains nothing: a pass can make new cells appear (a grid
 # extends past an edge, a settled lr lists its claims cells, a settled opt-180k grid starts
 # its opt-580k grid). When nothing was trained here but another lane still runs a cell of

@@ -290,3 +290,56 @@ def test_a_lane_with_a_deadline_stops_at_it_and_says_so(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "stopped at the deadline" in done.stdout and "settled" not in done.stdout
     assert "sweep of table opt-lr" in done.stderr and "opt-claims" not in done.stderr
+
+
+def test_a_lane_that_cannot_read_its_tables_fails_and_says_so(tmp_path):
+    """A lane named no tables reads the tier's own from sweep.py; when that read fails (here the
+    interpreter exits 1 as a missing module would make it) the lane stops non-zero with its
+    reason, never "settled" with nothing trained (a lane that raced a half-written worktree
+    said exactly that)."""
+    import subprocess
+
+    stub = tmp_path / "python"
+    stub.write_text('#!/usr/bin/env bash\n'
+                    'if [ "$1" = -c ]; then echo "ModuleNotFoundError: No module named sweep" >&2;'
+                    ' exit 1; fi\necho "sweep done: 0 trained"\n')
+    stub.chmod(0o755)
+    env = {"PATH": "/usr/bin:/bin", "PYTHON": str(stub), "LADDER_WORKTREE": "1"}
+    done = subprocess.run(["bash", str(EXP / "ladder.sh"), "opt-180k"], capture_output=True,
+                          text=True, env=env, timeout=60)
+    assert done.returncode != 0
+    assert "cannot read the tables of opt-180k" in done.stdout
+    assert "settled" not in done.stdout
+
+
+def test_two_lanes_started_together_share_one_whole_worktree(tmp_path):
+    """Two lanes launched at the same moment from a fresh clone: both find the worktree of the
+    commit checked out whole (the stub interpreter fails unless sweep.py is there), and both
+    run their tables."""
+    import shutil
+    import subprocess
+
+    root = EXP.parent
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", "--no-hardlinks", str(root), str(clone)], check=True)
+    # the lane checks out its commit, so the ladder.sh under test is committed in the clone
+    shutil.copy(EXP / "ladder.sh", clone / "experiments" / "ladder.sh")
+    subprocess.run(["git", "-C", str(clone), "-c", "user.name=t", "-c", "user.email=t@t",
+                    "commit", "-q", "--allow-empty", "-m", "ladder.sh under test", "--",
+                    "experiments/ladder.sh"], check=True)
+    stub = tmp_path / "python"
+    stub.write_text('#!/usr/bin/env bash\n'
+                    '[ -f "$PYTHONPATH/../experiments/sweep.py" ] || { echo "no sweep.py" >&2;'
+                    ' exit 1; }\necho "sweep done: 0 trained"\n')
+    stub.chmod(0o755)
+    env = {"PATH": "/usr/bin:/bin", "PYTHON": str(stub), "TMPDIR": str(tmp_path),
+           "HOME": str(tmp_path)}
+    lanes = [subprocess.Popen(["bash", str(clone / "experiments" / "ladder.sh"), "opt-180k",
+                               "opt-lr"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True, env=env) for _ in range(2)]
+    outs = [lane.communicate(timeout=120)[0] for lane in lanes]
+    for lane, out in zip(lanes, outs):
+        assert lane.returncode == 0, out
+        assert out.rstrip().endswith("nothing left to train"), out
+    worktrees = list(tmp_path.glob("asyncpp-lane-*"))
+    assert len([w for w in worktrees if w.is_dir()]) == 1
