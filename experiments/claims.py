@@ -341,8 +341,9 @@ def summary_md(root: Path = HERE) -> str:
     tokens/parameter, so that each table fits the page. A cell gives the verdict and the
     paired difference with its 95 % interval (nats of validation loss; for a share, the mean
     of the per-seed shares with its interval, or none when the gap itself is within noise).
-    A tier none of whose claims has run yet gets no column. Then each tier's full regime
-    (parameters, tokens/parameter, epochs, steps) and whether it is the paper's."""
+    A tier none of whose claims has its cells yet gets no column (its regime line says how
+    many runs it has finished). Then each tier's full regime (parameters, tokens/parameter,
+    epochs, steps) and whether it is the paper's."""
     names = tiers(root)
     if not names:
         return "No result files exist yet in `experiments/<tier>/results/`."
@@ -365,7 +366,12 @@ def summary_md(root: Path = HERE) -> str:
         reg = results[t][0]
         where = ("the paper's regime" if reg.paper_regime else
                  f"**not the paper's regime** ({PAPER_REGIME})")
-        todo = "" if results[t][1] else "; none of its claims has run yet"
+        # "claims" here are the paper's: a tier may have run its own claims table's SOAP
+        # cells (no claim of the paper reads them) and still have none of these
+        runs = sum(len(recs) for recs in load(t, root).values())
+        todo = ("" if results[t][1] else
+                f"; none of the paper's claims has its cells yet ({runs} run"
+                f"{'' if runs == 1 else 's'} finished)")
         lines.append(f"- `{t}`: {reg.describe()}, {reg.steps} steps — {where}{todo}.")
     for t in names:
         for v in results[t][1]:

@@ -142,4 +142,5 @@ def test_summary_gives_the_papers_regime_its_own_table(tmp_path):
     assert md.index("In the paper's regime") < md.index("Outside the paper's regime")
     assert not any("`opt-40k`" in h for h in heads)
     line = next(ln for ln in md.splitlines() if ln.startswith("- `opt-40k`"))
-    assert "none of its claims has run yet" in line and "not the paper's" not in line
+    assert "none of the paper's claims has its cells yet (1 run finished)" in line
+    assert "not the paper's regime" not in line
