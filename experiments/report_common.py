@@ -364,11 +364,22 @@ def share_val(R, s: str, a: str, c: str, seeds=None) -> Val:
     return Val(minus(f"{x:.0f} % ({each})"), len(per))
 
 
-def gap_within_noise(R, s: str, a: str) -> bool:
-    """Whether the paired gap a − s has an interval that holds zero: then no share of it is
-    stated (a share of such a gap is a ratio of noise). False when there is no gap yet."""
+def no_share_reason(R, s: str, a: str) -> str | None:
+    """Why no share of the paired gap a − s is stated, or None when one may be: "no gap yet"
+    (no seed has both cells), "too few seeds" (one paired seed, so no interval), "within noise"
+    (the interval holds zero: a share of such a gap is a ratio of noise)."""
     p = pair(R, a, s)
-    return p is not None and not p.excludes_zero
+    if p is None:
+        return "no gap yet"
+    if p.lo is None:
+        return "too few seeds"
+    return None if p.excludes_zero else "within noise"
+
+
+def gap_within_noise(R, s: str, a: str) -> bool:
+    """Whether the paired gap a − s has an interval that holds zero (False with no gap yet or
+    too few seeds for an interval: no_share_reason tells those apart)."""
+    return no_share_reason(R, s, a) == "within noise"
 
 
 def share_diff(R, s: str, a: str, c1: str, c2: str, seeds=None) -> stats.Paired | None:
@@ -410,6 +421,7 @@ def section(t: str, body: list[str]) -> list[str]:
 
 __all__ = ["COMPARE_HEAD", "LABEL", "MIT_LABEL", "PAPER_360M", "Val",
            "compare_cells", "diffs", "diff_val", "drift", "gap_within_noise", "grid",
+           "no_share_reason",
            "interval_text",
            "load_results", "loss", "lr_of",
            "minus", "page_md", "pair", "pct", "section", "share", "share_diff", "share_val",

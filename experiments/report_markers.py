@@ -254,12 +254,13 @@ def _number(key: str) -> str:
                             - ca["val_loss"][ca["val_step"].index(step)])
         return _mean_sd(gaps, d or 2, True, False)
     if kind == "recif":  # a share only of a gap the interval establishes
-        from report_common import gap_within_noise
+        from report_common import no_share_reason
 
-        if pair(R, args[1], args[0]) is None:
+        why = no_share_reason(R, args[0], args[1])
+        if why == "no gap yet":
             return "—"
-        if gap_within_noise(R, args[0], args[1]):
-            return "— (gap within noise)"
+        if why:
+            return f"— (gap {why})" if why == "within noise" else f"— ({why})"
         x, _ = share(R, *args)
         return "—" if x is None else f"{x:.{d or 0}f} %"
     if kind in ("rec", "recnum"):

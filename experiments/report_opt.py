@@ -86,12 +86,13 @@ def _claims_table(R, o: str, modes) -> str:
 
 def _share_line(R, o: str) -> str:
     s, a = rc.tc.name(o, "sync"), rc.tc.name(o, "async")
-    noisy = rc.gap_within_noise(R, s, a)  # then no share, as the front page's "recif"
+    why = rc.no_share_reason(R, s, a)  # then no share, as the front page's "recif"
     parts = []
     for m in ("ef", "efg"):
         p = rc.pair(R, rc.tc.name(o, m), a)
         head = (f"{MODE_LABEL[m]}: no share (the gap is within noise, "
-                f"{rc.interval_text(rc.pair(R, a, s))})" if noisy else
+                f"{rc.interval_text(rc.pair(R, a, s))})" if why == "within noise" else
+                f"{MODE_LABEL[m]}: no share yet ({why})" if why else
                 f"{MODE_LABEL[m]} recovers {rc.share_val(R, s, a, rc.tc.name(o, m)).text} "
                 "of the gap")
         parts.append(f"{head} (its difference to 2BW: {rc.interval_text(p)}, {rc.verdict(p)})")

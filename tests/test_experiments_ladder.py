@@ -250,6 +250,19 @@ def test_claims_section_gives_no_share_of_a_gap_within_noise(tmp_path):
     assert "recovers" in line and "%" in line
 
 
+def test_a_single_seed_gap_gets_no_share_and_is_not_called_within_noise(tmp_path):
+    """One paired seed has no interval: the share line says so ("too few seeds"), neither
+    stating a share of one seed nor calling a gap of +0.19 "within noise"."""
+    for m, v in {"sync": 3.355, "async": 3.544, "ef": 3.451, "efg": 3.453}.items():
+        _write(tmp_path, f"adamw-{m}", 0, v)
+    R = report_opt.rc.load_results(tmp_path)
+    line = report_opt._share_line(R, "adamw")
+    assert "no share yet (too few seeds)" in line and "within noise" not in line
+    assert "%" not in line
+    assert report_opt.rc.no_share_reason(R, "adamw-sync", "adamw-async") == "too few seeds"
+    assert report_opt.rc.no_share_reason(R, "adamw-sync", "adamw-none") == "no gap yet"
+
+
 def test_a_lane_logged_to_a_file_keeps_every_tables_output(tmp_path):
     """``nohup bash experiments/ladder.sh … > log 2>&1`` (the documented launch): the log holds
     each table's sweep output in order, none overwritten by the next table's, and the closing
