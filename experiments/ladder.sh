@@ -29,7 +29,8 @@ if [ -z "${LADDER_WORKTREE:-}" ]; then
   # Two lanes started together share one worktree: the second waits here until the first has
   # checked it out whole (`git worktree add` makes the folder before it fills it, so a bare
   # "folder exists" test let a lane run from a half-written tree).
-  exec 9> "$wt.lock"
+  # (the lock lives in the repository's own git folder, so no file is left behind in $TMPDIR)
+  exec 9> "$(git rev-parse --git-common-dir)/asyncpp-lane.lock"
   flock 9
   [ -e "$wt/.git" ] || git worktree add -q --detach "$wt" "$commit"
   if [ -d data ] && [ ! -e "$wt/data" ]; then
