@@ -272,9 +272,11 @@ CLAIMS: tuple[Claim, ...] = (
 )
 
 
-def verdicts(tier: str, root: Path = HERE) -> tuple[Regime | None, list[Verdict]]:
-    """The regime of ``tier`` and the verdict of every claim its results can test."""
-    R = load(tier, root)
+def verdicts(tier: str, root: Path = HERE, R: dict | None = None
+             ) -> tuple[Regime | None, list[Verdict]]:
+    """The regime of ``tier`` and the verdict of every claim its results can test (``R``: the
+    tier's :func:`load`, when the caller has it)."""
+    R = load(tier, root) if R is None else R
     reg = regime(tier, R)
     out = []
     for c in CLAIMS:
@@ -347,7 +349,8 @@ def summary_md(root: Path = HERE) -> str:
     names = tiers(root)
     if not names:
         return "No result files exist yet in `experiments/<tier>/results/`."
-    results = {t: verdicts(t, root) for t in names}
+    loaded = {t: load(t, root) for t in names}
+    results = {t: verdicts(t, root, loaded[t]) for t in names}
     shown = [t for t in names if results[t][1]]
     inside = [t for t in shown if results[t][0].paper_regime]
     outside = [t for t in shown if not results[t][0].paper_regime]
@@ -368,7 +371,7 @@ def summary_md(root: Path = HERE) -> str:
                  f"**not the paper's regime** ({PAPER_REGIME})")
         # "claims" here are the paper's: a tier may have run its own claims table's SOAP
         # cells (no claim of the paper reads them) and still have none of these
-        runs = sum(len(recs) for recs in load(t, root).values())
+        runs = sum(len(recs) for recs in loaded[t].values())
         todo = ("" if results[t][1] else
                 f"; none of the paper's claims has its cells yet ({runs} run"
                 f"{'' if runs == 1 else 's'} finished)")

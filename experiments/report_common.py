@@ -376,12 +376,6 @@ def no_share_reason(R, s: str, a: str) -> str | None:
     return None if p.excludes_zero else "within noise"
 
 
-def gap_within_noise(R, s: str, a: str) -> bool:
-    """Whether the paired gap a − s has an interval that holds zero (False with no gap yet or
-    too few seeds for an interval: no_share_reason tells those apart)."""
-    return no_share_reason(R, s, a) == "within noise"
-
-
 def share_diff(R, s: str, a: str, c1: str, c2: str, seeds=None) -> stats.Paired | None:
     """The paired per-seed share of c2 minus that of c1 (percentage points)."""
     _, s1 = share(R, s, a, c1, seeds)
@@ -420,9 +414,8 @@ def section(t: str, body: list[str]) -> list[str]:
 
 
 __all__ = ["COMPARE_HEAD", "LABEL", "MIT_LABEL", "PAPER_360M", "Val",
-           "compare_cells", "diffs", "diff_val", "drift", "gap_within_noise", "grid",
-           "no_share_reason",
-           "interval_text",
+           "compare_cells", "diffs", "diff_val", "drift", "grid",
+           "interval_text", "no_share_reason",
            "load_results", "loss", "lr_of",
            "minus", "page_md", "pair", "pct", "section", "share", "share_diff", "share_val",
            "spectral_drift", "summary_text", "tc", "values", "vals", "verdict"]

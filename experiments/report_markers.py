@@ -109,7 +109,8 @@ def number(key: str) -> str:
       the validation curves at evaluation step STEP;
     - ``gapci/A/B`` — the paired gap B − A with its 95 % interval, "+0.274 [−0.074, +0.622]";
       ``recif/S/A/C`` — the share ``rec`` when the interval of the gap A − S excludes zero,
-      else "— (gap within noise)" (a share of an unestablished gap is unbounded);
+      else "— (gap within noise)", or "— (too few seeds)" with one paired seed (a share of an
+      unestablished gap is unbounded);
     - ``rec/S/A/C`` — the share of the gap A − S that C recovers, "NN %"; ``recnum/S/A/C``
       the same without the unit; ``recseed/k/S/A/C`` that share for seed k; ``recseeds/S/A/C``
       the seeds' shares, "NN, NN, NN" (seed order);

@@ -107,3 +107,21 @@ def test_glance_gives_a_ladder_optimizer_a_row_only_at_three_seeds(report):
         rm._R_CACHE["opt-180k"] = full
     assert "no claim at 3 seeds yet" in two and "| SOAP |" not in two.split("the paper")[0]
     assert "| SOAP |" in three.split("the paper")[0] and "running:" not in three
+
+
+def test_recif_names_why_it_gives_no_share(report):
+    """The front page's ``recif`` marker on opt-180k's own results: AdamW's established gap gets
+    its share; cut to one seed it gets "too few seeds" (no interval), never "gap within noise";
+    Muon's gap, whose interval holds zero, gets "gap within noise"; a missing cell, "—"."""
+    import report_markers as rm
+
+    key = "opt-180k/recif/adamw-sync/adamw-async/adamw-ef"
+    full = rm._results_of("opt-180k")
+    assert report.number(key).endswith(" %")
+    assert report.number("opt-180k/recif/muon-sync/muon-async/muon-ef") == "— (gap within noise)"
+    assert report.number("opt-180k/recif/adamw-sync/adamw-none/adamw-ef") == "—"
+    try:
+        rm._R_CACHE["opt-180k"] = {c: {0: r[0]} for c, r in full.items() if 0 in r}
+        assert report.number(key) == "— (too few seeds)"
+    finally:
+        rm._R_CACHE["opt-180k"] = full
