@@ -263,16 +263,22 @@ def test_a_single_seed_gap_gets_no_share_and_is_not_called_within_noise(tmp_path
     assert report_opt.rc.no_share_reason(R, "adamw-sync", "adamw-none") == "no gap yet"
 
 
+def _stub_python(tmp_path, body: str):
+    """An executable standing in for the interpreter a lane calls (``PYTHON``): bash ``body``."""
+    stub = tmp_path / "python"
+    stub.write_text("#!/usr/bin/env bash\n" + body)
+    stub.chmod(0o755)
+    return stub
+
+
 def test_a_lane_logged_to_a_file_keeps_every_tables_output(tmp_path):
     """``nohup bash experiments/ladder.sh … > log 2>&1`` (the documented launch): the log holds
     each table's sweep output in order, none overwritten by the next table's, and the closing
     line. The sweep is a stub that prints what sweep.py prints when nothing is left to train."""
     import subprocess
 
-    stub = tmp_path / "python"
-    stub.write_text('#!/usr/bin/env bash\necho "sweep of table $5: every cell done"\n'
-                    'echo "sweep done: 0 trained"\n')
-    stub.chmod(0o755)
+    stub = _stub_python(tmp_path, 'echo "sweep of table $5: every cell done"\n'
+                        'echo "sweep done: 0 trained"\n')
     log = tmp_path / "lane.log"
     env = {"PATH": "/usr/bin:/bin", "PYTHON": str(stub), "LADDER_WORKTREE": "1"}
     with log.open("w") as f:
@@ -291,11 +297,9 @@ def test_a_lane_with_a_deadline_stops_at_it_and_says_so(tmp_path):
     table, instead of "settled" (which would tell the reader nothing is left to train)."""
     import subprocess
 
-    stub = tmp_path / "python"
-    stub.write_text('#!/usr/bin/env bash\necho "sweep of table $5"\n'
-                    'echo "stop: lr-muon-sync-0.08-seed0 would end after the deadline (a run '
-                    'takes ~950 s, 300 s left)"\necho "sweep done: 0 runs this invocation"\n')
-    stub.chmod(0o755)
+    stub = _stub_python(tmp_path, 'echo "sweep of table $5"\n'
+                        'echo "stop: lr-muon-sync-0.08-seed0 would end after the deadline (a run '
+                        'takes ~950 s, 300 s left)"\necho "sweep done: 0 runs this invocation"\n')
     env = {"PATH": "/usr/bin:/bin", "PYTHON": str(stub), "LADDER_WORKTREE": "1"}
     done = subprocess.run(["bash", str(EXP / "ladder.sh"), "opt-580k", "opt-lr", "opt-claims",
                            "--", "--deadline", "1"], capture_output=True, text=True, env=env,
@@ -312,11 +316,8 @@ def test_a_lane_that_cannot_read_its_tables_fails_and_says_so(tmp_path):
     said exactly that)."""
     import subprocess
 
-    stub = tmp_path / "python"
-    stub.write_text('#!/usr/bin/env bash\n'
-                    'if [ "$1" = -c ]; then echo "ModuleNotFoundError: No module named sweep" >&2;'
-                    ' exit 1; fi\necho "sweep done: 0 trained"\n')
-    stub.chmod(0o755)
+    stub = _stub_python(tmp_path, 'if [ "$1" = -c ]; then echo "ModuleNotFoundError: No module'
+                        ' named sweep" >&2; exit 1; fi\necho "sweep done: 0 trained"\n')
     env = {"PATH": "/usr/bin:/bin", "PYTHON": str(stub), "LADDER_WORKTREE": "1"}
     done = subprocess.run(["bash", str(EXP / "ladder.sh"), "opt-180k"], capture_output=True,
                           text=True, env=env, timeout=60)
@@ -347,11 +348,8 @@ def test_two_lanes_started_together_share_one_whole_worktree(tmp_path):
     subprocess.run(["git", "-C", str(clone), "-c", "user.name=t", "-c", "user.email=t@t",
                     "commit", "-q", "--allow-empty", "-m", "ladder.sh under test", "--",
                     "experiments/ladder.sh"], check=True)
-    stub = tmp_path / "python"
-    stub.write_text('#!/usr/bin/env bash\n'
-                    '[ -f "$PYTHONPATH/../experiments/sweep.py" ] || { echo "no sweep.py" >&2;'
-                    ' exit 1; }\necho "sweep done: 0 trained"\n')
-    stub.chmod(0o755)
+    stub = _stub_python(tmp_path, '[ -f "$PYTHONPATH/../experiments/sweep.py" ] || {'
+                        ' echo "no sweep.py" >&2; exit 1; }\necho "sweep done: 0 trained"\n')
     env = {"PATH": "/usr/bin:/bin", "PYTHON": str(stub), "TMPDIR": str(tmp_path),
            "HOME": str(tmp_path)}
     lanes = [subprocess.Popen(["bash", str(clone / "experiments" / "ladder.sh"), "opt-180k",
