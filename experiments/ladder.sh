@@ -32,7 +32,19 @@ if [ -z "${LADDER_WORKTREE:-}" ]; then
   # (the lock lives in the repository's own git folder, so no file is left behind in $TMPDIR)
   exec 9> "$(git rev-parse --git-common-dir)/asyncpp-lane.lock"
   flock 9
-  [ -e "$wt/.git" ] || git worktree add -q --detach "$wt" "$commit"
+  # A lane killed during `git worktree add` leaves a folder (even its .git file) that is not
+  # whole: only a worktree whose checkout finished carries the mark, kept in its own git
+  # folder (not in the tree, which must stay clean); any other is made again.
+  ready() { [ -e "$wt/.git" ] && [ -e "$(git -C "$wt" rev-parse --git-dir 2>/dev/null)/asyncpp-lane-ready" ]; }
+  if ! ready; then
+    if [ -e "$wt" ]; then
+      echo "ladder: $wt is not a whole checkout (a lane stopped while making it); making it again"
+      git worktree remove --force "$wt" 2>/dev/null || rm -rf "$wt"
+      git worktree prune
+    fi
+    git worktree add -q --detach "$wt" "$commit"
+    touch "$(git -C "$wt" rev-parse --git-dir)/asyncpp-lane-ready"
+  fi
   if [ -d data ] && [ ! -e "$wt/data" ]; then
     mkdir -p "$wt/data"
     for d in data/*; do ln -s "$here/$d" "$wt/data/"; done

@@ -333,17 +333,16 @@ def _head(repo) -> str:
                           text=True, check=True).stdout.strip()
 
 
-def test_two_lanes_started_together_share_one_whole_worktree(tmp_path):
-    """Two lanes launched at the same moment from a fresh clone: both find the worktree of the
-    commit checked out whole (the stub interpreter fails unless sweep.py is there), and both
-    run their tables."""
+def _clone_with_this_ladder(tmp_path):
+    """A fresh clone of this repository whose HEAD commits the ladder.sh under test (a lane
+    checks out its commit), and the environment of a lane run from it: its worktrees go under
+    ``tmp_path`` and its interpreter is a stub that fails unless the worktree holds sweep.py."""
     import shutil
     import subprocess
 
-    root = EXP.parent
     clone = tmp_path / "clone"
-    subprocess.run(["git", "clone", "-q", "--no-hardlinks", str(root), str(clone)], check=True)
-    # the lane checks out its commit, so the ladder.sh under test is committed in the clone
+    subprocess.run(["git", "clone", "-q", "--no-hardlinks", str(EXP.parent), str(clone)],
+                   check=True)
     shutil.copy(EXP / "ladder.sh", clone / "experiments" / "ladder.sh")
     subprocess.run(["git", "-C", str(clone), "-c", "user.name=t", "-c", "user.email=t@t",
                     "commit", "-q", "--allow-empty", "-m", "ladder.sh under test", "--",
@@ -352,6 +351,16 @@ def test_two_lanes_started_together_share_one_whole_worktree(tmp_path):
                         ' echo "no sweep.py" >&2; exit 1; }\necho "sweep done: 0 trained"\n')
     env = {"PATH": "/usr/bin:/bin", "PYTHON": str(stub), "TMPDIR": str(tmp_path),
            "HOME": str(tmp_path)}
+    return clone, env
+
+
+def test_two_lanes_started_together_share_one_whole_worktree(tmp_path):
+    """Two lanes launched at the same moment from a fresh clone: both find the worktree of the
+    commit checked out whole (the stub interpreter fails unless sweep.py is there), and both
+    run their tables."""
+    import subprocess
+
+    clone, env = _clone_with_this_ladder(tmp_path)
     lanes = [subprocess.Popen(["bash", str(clone / "experiments" / "ladder.sh"), "opt-180k",
                                "opt-lr"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               text=True, env=env) for _ in range(2)]
@@ -361,3 +370,28 @@ def test_two_lanes_started_together_share_one_whole_worktree(tmp_path):
         assert out.rstrip().endswith("nothing left to train"), out
     assert [w.name for w in tmp_path.glob("asyncpp-lane-*")] == [
         f"asyncpp-lane-{_head(clone)[:12]}"]  # one worktree, and no lock file left beside it
+
+
+def test_a_worktree_left_half_made_by_a_killed_lane_is_made_again(tmp_path):
+    """A lane killed while ``git worktree add`` filled the folder leaves its .git file but not
+    the tree: the next lane must not train from it. Here the half-made worktree is the
+    commit's, registered with git, with sweep.py missing and no mark of a finished checkout."""
+    import subprocess
+
+    clone, env = _clone_with_this_ladder(tmp_path)
+    wt = tmp_path / f"asyncpp-lane-{_head(clone)[:12]}"
+    subprocess.run(["git", "-C", str(clone), "worktree", "add", "-q", "--detach", str(wt),
+                    "HEAD"], check=True)
+    (wt / "experiments" / "sweep.py").unlink()
+    lane = subprocess.run(["bash", str(clone / "experiments" / "ladder.sh"), "opt-180k",
+                           "opt-lr"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          env=env, timeout=120)
+    out = lane.stdout
+    assert lane.returncode == 0, out
+    assert "is not a whole checkout" in out, out
+    assert out.rstrip().endswith("nothing left to train"), out
+    assert (wt / "experiments" / "sweep.py").is_file()
+    # the mark is made once the checkout is whole, so a second lane takes it as it is
+    again = subprocess.run(["bash", str(clone / "experiments" / "ladder.sh"), "opt-180k",
+                            "opt-lr"], capture_output=True, text=True, env=env, timeout=120)
+    assert again.returncode == 0 and "not a whole checkout" not in again.stdout, again.stdout
