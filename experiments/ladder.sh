@@ -68,22 +68,25 @@ print(' '.join(sweep.get_tier('$tier').table_order))") || {
 fi
 # Passes over the tables until one trains nothing: a pass can make new cells appear (a grid
 # extends past an edge, a settled lr lists its claims cells, a settled opt-180k grid starts
-# its opt-580k grid). When nothing was trained here but another lane still runs a cell of
-# these tables, wait for it: what it finishes may unlock more.
+# its opt-580k grid). Each sweep trains one run, and after any run the pass starts again at
+# the first table: the tables come in dependency order, so a grid's next point (which gates
+# the cells after it) never waits behind hours of a later table's seeds. When nothing was
+# trained here but another lane still runs a cell of these tables, wait for it: what it
+# finishes may unlock more.
 while :; do
   trained=0; busy=0
   for t in "${tables[@]}"; do
     # the copy for the log goes through fd 2 itself: `tee /dev/stderr` would reopen a log file
     # (nohup … > log 2>&1) and truncate it at every table
-    out=$("$PY" experiments/sweep.py --tier "$tier" --tables "$t" "$@" | tee >(cat >&2)) || {
-      echo "ladder: table $t of $tier could not run (see above)"; exit 1; }
-    echo "$out" | grep -q "sweep done: [1-9]" && trained=1
+    out=$("$PY" experiments/sweep.py --tier "$tier" --tables "$t" --max-runs 1 "$@" \
+      | tee >(cat >&2)) || { echo "ladder: table $t of $tier could not run (see above)"; exit 1; }
     echo "$out" | grep -q "running elsewhere" && busy=1
     if echo "$out" | grep -q "^stop: .* after the deadline"; then
       echo "ladder: $tier stopped at the deadline (the next run would end after it); the same" \
         "command continues"
       exit 0
     fi
+    if echo "$out" | grep -q "sweep done: [1-9]"; then trained=1; break; fi
   done
   [ "$trained" = 1 ] && continue
   [ "$busy" = 1 ] && { sleep 60; continue; }

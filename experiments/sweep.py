@@ -590,6 +590,9 @@ def main(argv=None) -> int:
                     "median wall time of this results folder's runs, else --run-estimate-s)")
     ap.add_argument("--run-estimate-s", type=float, default=0.0,
                     help="expected seconds of one run before any has finished (--deadline)")
+    ap.add_argument("--max-runs", type=int, default=0,
+                    help="stop after training this many runs (0: no limit; reused runs and "
+                         "skips do not count)")
     ap.add_argument("--allow-dirty", action="store_true",
                     help="train from a working tree that differs from its commit (the result "
                     "records the diff's sha256); refused otherwise")
@@ -673,6 +676,8 @@ def main(argv=None) -> int:
                   f"(load {rec['machine']['loadavg_start']:.1f})", flush=True)
         finally:
             lock.unlink(missing_ok=True)
+        if args.max_runs and n_run >= args.max_runs:
+            break
     print(f"sweep done: {n_run} runs this invocation", flush=True)
     return 0
 

@@ -395,3 +395,26 @@ def test_a_worktree_left_half_made_by_a_killed_lane_is_made_again(tmp_path):
     again = subprocess.run(["bash", str(clone / "experiments" / "ladder.sh"), "opt-180k",
                             "opt-lr"], capture_output=True, text=True, env=env, timeout=120)
     assert again.returncode == 0 and "not a whole checkout" not in again.stdout, again.stdout
+
+
+def test_after_each_run_the_lane_goes_back_to_the_first_table(tmp_path):
+    """A lane trains one run per sweep call and then starts its pass again at the first table,
+    so a grid point that a finished run unlocked is trained before the next seed of a later
+    table. The stub sweep trains one opt-lr run on its first call and two opt-claims runs."""
+    import subprocess
+
+    stub = _stub_python(tmp_path, 'f="$(dirname "$0")/$5.n"; n=$(( $(cat "$f" 2>/dev/null'
+                        ' || echo 0) + 1 )); echo $n > "$f"\n'
+                        'echo "$5 $*" >> "$(dirname "$0")/calls"\n'
+                        'case "$5:$n" in opt-lr:1|opt-claims:1|opt-claims:2)'
+                        ' echo "sweep done: 1 runs this invocation";;\n'
+                        '  *) echo "sweep done: 0 runs this invocation";; esac\n')
+    env = {"PATH": "/usr/bin:/bin", "PYTHON": str(stub), "LADDER_WORKTREE": "1"}
+    done = subprocess.run(["bash", str(EXP / "ladder.sh"), "opt-180k", "opt-lr", "opt-claims"],
+                          capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "nothing left to train" in done.stdout
+    calls = (tmp_path / "calls").read_text().splitlines()
+    assert [c.split()[0] for c in calls] == ["opt-lr", "opt-lr", "opt-claims", "opt-lr",
+                                             "opt-claims", "opt-lr", "opt-claims"]
+    assert all("--max-runs 1" in c for c in calls)

@@ -454,3 +454,29 @@ def test_deadline_estimates_a_run_by_its_own_steps(tmp_path, capsys):
     assert f"would end after the deadline (a run takes ~{0.4 * tiny_steps:.0f} s" in out
     assert "0 runs this invocation" in out
     assert sorted(p.name for p in results.iterdir()) == before
+
+
+def test_max_runs_stops_after_that_many_trained_and_the_next_call_goes_on(tmp_path, capsys,
+                                                                        monkeypatch):
+    """``--max-runs N`` ends the sweep after N trained runs (the ladder trains one run per call
+    so that it can go back to an earlier table); the same command trains the next cells."""
+    trained = []
+
+    def fake_run_cell(c, s, results, lrs, extra, in_process):
+        rec = _record(c.name, s, 3.5)
+        rec["machine"] = {"loadavg_start": 0.0}
+        _write(results, rec)
+        trained.append(f"{c.name}-seed{s}")
+        return rec
+
+    monkeypatch.setattr(sweep, "run_cell", fake_run_cell)
+    results = tmp_path / "results"
+    cells = [f"{c.name}-seed{s}" for c, s in sweep.plan(["lr"], None, None, TINY)]
+    assert len(cells) > 3
+    assert sweep.main(["--tables", "lr", "--results", str(results), "--max-runs", "2"]) == 0
+    assert trained == cells[:2]
+    assert "sweep done: 2 runs this invocation" in capsys.readouterr().out
+    assert sweep.main(["--tables", "lr", "--results", str(results), "--max-runs", "1"]) == 0
+    assert trained == cells[:3]
+    out = capsys.readouterr().out
+    assert f"skip {cells[0]} (done)" in out and "sweep done: 1 runs this invocation" in out
