@@ -49,14 +49,24 @@ def regime(R, cells=None) -> str:
             f"tokens/parameter, {rng(ep, lambda x: f'{x:g}')} epochs")
 
 
+def _ratio(x: float) -> str:
+    """A ×2-grid step as a reader reads it: "×1", "×4", "÷8"."""
+    k = round(math.log2(x))
+    return "×1" if k == 0 else f"×{2 ** k}" if k > 0 else f"÷{2 ** -k}"
+
+
 def section_lr(R, tier):
-    rows = []
+    """The grids of ``tier`` at seed 0 and each pair's lr*. On a larger tier each row also
+    gives the lr* of ``opt-180k`` its grid was centred on (the transfer rule) and how far the
+    larger tier's own lr* moved from it, in ×2 steps."""
+    larger = tier.name != to.SMALLEST
+    rows, moved, same = [], [], 0
     for o, m in to._tuned(tier):
         try:
             g = to.lr_grid(tier, o, m)
         except ValueError:  # a larger tier's centre: the smaller tier's grid is unsettled
             rows.append([LABEL[o], MODE_LABEL[m], f"not yet: transfers from `{to.SMALLEST}`, "
-                         "whose grid of this pair has not settled", "—"])
+                         "whose grid of this pair has not settled", "—"] + ["—"] * larger)
             continue
         cells = []
         for lr in g:
@@ -65,11 +75,34 @@ def section_lr(R, tier):
                                         else f"{v:.3f}"))
         ch = to.lr_choice(tier, o, m)
         pick = "—" if ch is None else f"{ch[0]:g}" + ("" if ch[1] else " (edge)")
-        rows.append([LABEL[o], MODE_LABEL[m], ", ".join(cells), pick])
-    return section("opt-lr", [
-        "", f"Regime: {regime(R)}. Final val loss of seed 0 at each lr; the choice is the "
-        "grid's minimum, \"(edge)\" while it still sits on an edge of a grid that may yet "
-        "extend.", "", grid(["optimizer", "mode", "lr: val loss", "lr*"], rows), ""]), []
+        row = [LABEL[o], MODE_LABEL[m], ", ".join(cells), pick]
+        if larger:
+            centre = to._centre(tier, o, m)
+            if ch is not None and ch[1]:
+                r = _ratio(ch[0] / centre)
+                row.append(f"{centre:g} ({r})")
+                if r == "×1":
+                    same += 1
+                else:
+                    moved.append(f"{LABEL[o]} {MODE_LABEL[m]} {r}")
+            else:
+                row.append(f"{centre:g}")
+        rows.append(row)
+    head = ["optimizer", "mode", "lr: val loss", "lr*"]
+    text = [f"Regime: {regime(R)}. Final val loss of seed 0 at each lr; the choice is the "
+            "grid's minimum, \"(edge)\" while it still sits on an edge of a grid that may yet "
+            "extend."]
+    if larger:
+        head.append(f"`{to.SMALLEST}`'s lr* (lr* / it)")
+        settled = same + len(moved)
+        text.append(
+            f"Each grid is centred on the lr* of `{to.SMALLEST}` for the same pair (the "
+            f"transfer rule). Of the {settled} settled pair{'s' * (settled != 1)}, {same} "
+            f"kept that lr*" + (f"; {len(moved)} moved: {', '.join(moved)}." if moved else ".")
+            if settled else
+            f"Each grid is centred on the lr* of `{to.SMALLEST}` for the same pair (the "
+            "transfer rule); none has settled yet.")
+    return section("opt-lr", ["", " ".join(text), "", grid(head, rows), ""]), []
 
 
 def _claims_table(R, o: str, modes) -> str:

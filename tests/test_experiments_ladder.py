@@ -177,6 +177,17 @@ def test_larger_tier_transfers_the_smaller_tiers_lr(tmp_path, monkeypatch):
     assert "0.01: —, 0.02: —, 0.04: —" in rows["Muon/synchronous (1F1B)"]
     assert "not yet: transfers from `opt-180k`" in rows["AdamW/synchronous (1F1B)"]
     assert "sweep.py" not in text
+    assert rows["Muon/synchronous (1F1B)"].rstrip().endswith("| — | 0.02 |")
+    assert "none has settled yet" in text
+    # the larger tier's grid settles 4× below the transferred lr*: a ÷4 move, said once
+    for lr, v in ((0.01, 3.4), (0.02, 3.45), (0.04, 3.6), (0.005, 3.3), (0.0025, 3.35)):
+        _write(tmp_path / "big", to.lr_cell_name("muon", "sync", lr), 0, v)
+    R = {to.lr_cell_name("muon", "sync", lr): {0: {"status": "ok", "final": {"val_loss": v}}}
+         for lr, v in ((0.01, 3.4), (0.02, 3.45), (0.04, 3.6), (0.005, 3.3), (0.0025, 3.35))}
+    text = "\n".join(report_opt.section_lr(R, big)[0])
+    assert "| 0.005 | 0.02 (÷4) |" in text
+    assert "Of the 1 settled pair, 0 kept that lr*; 1 moved: Muon synchronous (1F1B) " \
+        "÷4." in text
 
 
 def test_report_states_the_regime():
