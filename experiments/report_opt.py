@@ -89,9 +89,10 @@ def section_lr(R, tier):
                 row.append(f"{centre:g}")
         rows.append(row)
     head = ["optimizer", "mode", "lr: val loss", "lr*"]
-    text = [f"Regime: {regime(R)}. Final val loss of seed 0 at each lr; the choice is the "
-            "grid's minimum, \"(edge)\" while it still sits on an edge of a grid that may yet "
-            "extend."]
+    lr_cells = {c for c in R if c.startswith("lr-")}  # the grids' own regime, nothing else's
+    text = [f"Regime: {regime(R, lr_cells)}. Final val loss of seed 0 at each lr; the choice is "
+            "the grid's minimum, \"(edge)\" while it still sits on an edge of a grid that may "
+            "yet extend."]
     if larger:
         head.append(f"`{to.SMALLEST}`'s lr* (lr* / it)")
         settled = same + len(moved)
@@ -148,7 +149,7 @@ def section_claims(R, tier):
 
 
 def section_more(R, tier):
-    body = ["", f"Regime: {regime(R)}.", ""]
+    body = ["", f"Regime: {regime(R, {c.name for c in to._opt_more(tier)})}.", ""]
     for o in to.MORE_OPTIMIZERS:
         body += [f"**{LABEL[o]}**", "", _claims_table(R, o, ("sync", "async", "ef")), ""]
     for o in ("muon", "adamw"):
@@ -190,7 +191,9 @@ def section_tokens(R, tier):
                 f"{p.mean:+.3f}"), p.n), rc.interval_text(p), rc.verdict(p), sh])
     figs = [f for f in (figure_tokens(R, tier.figures / "gap_vs_tokens.png"),
                         figure_params(tier.figures / "gap_vs_params.png")) if f]
-    body = ["", f"Regime: {regime(R)} (the same model; each length its own lr schedule, at "
+    cells = {c.name for c in to._opt_tokens(tier)} | {
+        rc.tc.name(o, m) for o in ("muon", "adamw") for m in ("sync", "async", "ef")}
+    body = ["", f"Regime: {regime(R, cells)} (the same model; each length its own lr schedule, at "
             "the 20-tokens lr).", "",
             grid(["optimizer", "tokens/param", "2BW gap", "95 % interval", "verdict",
                   "EF recovers"], rows), ""]

@@ -429,3 +429,18 @@ def test_after_each_run_the_lane_goes_back_to_the_first_table(tmp_path):
     assert [c.split()[0] for c in calls] == ["opt-lr", "opt-lr", "opt-claims", "opt-lr",
                                              "opt-claims", "opt-lr", "opt-claims"]
     assert all("--max-runs 1" in c for c in calls)
+
+
+def test_each_section_states_the_regime_of_its_own_runs(tmp_path):
+    """The lr section's regime is its grids' (20 tokens/parameter), not widened to "5–20" by
+    a token-ladder run, nor to a range of parameters by the untied P = 4 runs of opt-more."""
+    def rec(params, tpp, epochs):
+        return {0: {"status": "ok", "final": {"val_loss": 4.0, "params": params,
+                                              "tokens_per_param": tpp, "epochs": epochs}}}
+
+    R = {to.lr_cell_name("muon", "sync", 0.16): rec(180_512, 20.0, 0.12),
+         "muon-sync-tpp5": rec(180_512, 5.0, 0.03),
+         "muon-async-P4": rec(311_584, 20.0, 0.206)}
+    tier = sweep.get_tier("opt-180k")
+    lines, _ = report_opt.section_lr(R, tier)
+    assert "Regime: 180,512 parameters, 20 tokens/parameter, 0.12 epochs." in "\n".join(lines)
