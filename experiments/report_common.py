@@ -317,13 +317,23 @@ def verdict(p: stats.Paired | None, margin: float = 0.0) -> str:
     return "—" if p is None else stats.verdict(p, margin)
 
 
+def verdict_of_at_least(p: stats.Paired | None, min_seeds: int) -> str:
+    """:func:`verdict`, but "pending (n of k seeds)" while fewer than ``min_seeds`` seeds are
+    paired: the compute-optimal ladder's rule gives a verdict only on ≥ 3 seeds, though two
+    seeds already make an interval."""
+    if p is not None and p.lo is not None and p.n < min_seeds:
+        return f"pending ({p.n} of {min_seeds} seeds)"
+    return verdict(p)
+
+
 COMPARE_HEAD = ["difference", "95 % interval", "seeds agreeing", "verdict"]
 
 
-def compare_cells(R, x: str, y: str, seeds=None, digits: int = 3) -> list:
-    """The four entries of :data:`COMPARE_HEAD` for x − y."""
+def compare_cells(R, x: str, y: str, seeds=None, digits: int = 3, min_seeds: int = 2) -> list:
+    """The four entries of :data:`COMPARE_HEAD` for x − y (:func:`verdict_of_at_least`)."""
     p = pair(R, x, y, seeds)
-    return [diff_val(R, y, x, seeds, digits), interval_text(p, digits), agreeing(p), verdict(p)]
+    return [diff_val(R, y, x, seeds, digits), interval_text(p, digits), agreeing(p),
+            verdict_of_at_least(p, min_seeds)]
 
 
 # -- shares ------------------------------------------------------------------------------------

@@ -317,7 +317,10 @@ def _number(key: str) -> str:
         if kind == "zerogappd":
             return row.paired.fmt(d or 3)
         if kind == "zerogapvd":
-            return stats.verdict(row.paired)
+            from report_common import verdict_of_at_least
+            from report_zero_gap import min_seeds_of
+
+            return verdict_of_at_least(row.paired, min_seeds_of(tier))
         return "—" if row.in_sd is None else f"{row.in_sd:+.{d or 1}f}"
     if kind == "flatdrop":
         recs = [r for r in R.get(args[0], {}).values() if r.get("status") == "ok"]

@@ -21,6 +21,7 @@ from report_common import (
     pair,
     section,
     vals,
+    verdict_of_at_least,
 )
 from report_common import tc as _tc
 
@@ -62,8 +63,15 @@ def zero_gap_row(R, o: str) -> ZeroGapRow | None:
     return ZeroGapRow(o, c, p, stats.in_sd_units(p, stats.summary({k: vs[k] for k in p.seeds})))
 
 
-def table_zero_gap(R) -> str:
-    """One row per optimizer with a synchronous run and a correction (see the module)."""
+def min_seeds_of(tier: str) -> int:
+    """Seeds a verdict needs: 3 on the compute-optimal ladder (its pre-registered rule, the
+    ``opt-*`` tiers and their ``gpu`` rung), 2 (an interval) elsewhere."""
+    return 3 if tier.startswith("opt-") or tier == "gpu" else 2
+
+
+def table_zero_gap(R, min_seeds: int = 2) -> str:
+    """One row per optimizer with a synchronous run and a correction (see the module); a row
+    of fewer than ``min_seeds`` paired seeds has its verdict pending."""
     rows = []
     for o in _tc.OPTIMIZERS:
         z = zero_gap_row(R, o)
@@ -73,7 +81,7 @@ def table_zero_gap(R) -> str:
                                                  z.paired.seeds),
                      interval_text(z.paired), agreeing(z.paired),
                      "—" if z.in_sd is None else f"{z.in_sd:+.1f}".replace("-", "−"),
-                     stats.verdict(z.paired)])
+                     verdict_of_at_least(z.paired, min_seeds)])
     if not rows:
         return "—"
     return grid(["optimizer", "best 2BW correction", "gap to sync", "95 % interval",
@@ -109,5 +117,5 @@ def section_zero_gap(R, tier):
         + ", ".join(MIT_LABEL[c] for c in CORRECTIONS) + ", where run) against the synchronous "
         "run, paired by seed. \"In sync's seed sd\" divides the mean gap by the synchronous "
         "cell's seed standard deviation; the verdict is \"within noise\" when the 95 % "
-        "interval contains zero.", "", table_zero_gap(R), ""]), []
+        "interval contains zero.", "", table_zero_gap(R, min_seeds_of(tier.name)), ""]), []
 

@@ -444,3 +444,21 @@ def test_each_section_states_the_regime_of_its_own_runs(tmp_path):
     tier = sweep.get_tier("opt-180k")
     lines, _ = report_opt.section_lr(R, tier)
     assert "Regime: 180,512 parameters, 20 tokens/parameter, 0.12 epochs." in "\n".join(lines)
+
+
+def test_the_ladders_verdicts_wait_for_three_seeds():
+    """The ladder's rule gives a verdict only on ≥ 3 seeds: with two seeds whose interval
+    already excludes zero the zero-gap row reads "pending (2 of 3 seeds)", with the third its
+    verdict; the short-training tiers keep theirs at two."""
+    import report_zero_gap as zg
+
+    def R_of(n):
+        val = {"muon-sync": 3.30, "muon-ef": 3.40}
+        return {c: {s: {"status": "ok", "final": {"val_loss": v + 0.001 * s}} for s in range(n)}
+                for c, v in val.items()}
+
+    assert zg.min_seeds_of("opt-580k") == 3 and zg.min_seeds_of("gpu") == 3
+    assert zg.min_seeds_of("tiny") == 2
+    assert "| pending (2 of 3 seeds) |" in zg.table_zero_gap(R_of(2), min_seeds=3)
+    assert "| worse |" in zg.table_zero_gap(R_of(2))
+    assert "| worse |" in zg.table_zero_gap(R_of(3), min_seeds=3)
