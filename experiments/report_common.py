@@ -374,15 +374,24 @@ def share_val(R, s: str, a: str, c: str, seeds=None) -> Val:
     return Val(minus(f"{x:.0f} % ({each})"), len(per))
 
 
-def no_share_reason(R, s: str, a: str) -> str | None:
+def min_seeds_of(tier: str) -> int:
+    """Seeds a verdict needs: 3 on the compute-optimal ladder (its pre-registered rule, the
+    ``opt-*`` tiers and their ``gpu`` rung), 2 (an interval) elsewhere."""
+    return 3 if tier.startswith("opt-") or tier == "gpu" else 2
+
+
+def no_share_reason(R, s: str, a: str, min_seeds: int = 2) -> str | None:
     """Why no share of the paired gap a − s is stated, or None when one may be: "no gap yet"
-    (no seed has both cells), "too few seeds" (one paired seed, so no interval), "within noise"
+    (no seed has both cells), "too few seeds" (one paired seed, so no interval), "n of k
+    seeds" (fewer than ``min_seeds``: the verdict on the gap is pending), "within noise"
     (the interval holds zero: a share of such a gap is a ratio of noise)."""
     p = pair(R, a, s)
     if p is None:
         return "no gap yet"
     if p.lo is None:
         return "too few seeds"
+    if p.n < min_seeds:
+        return f"{p.n} of {min_seeds} seeds"
     return None if p.excludes_zero else "within noise"
 
 
@@ -425,7 +434,7 @@ def section(t: str, body: list[str]) -> list[str]:
 
 __all__ = ["COMPARE_HEAD", "LABEL", "MIT_LABEL", "PAPER_360M", "Val",
            "compare_cells", "diffs", "diff_val", "drift", "grid",
-           "interval_text", "no_share_reason",
+           "interval_text", "min_seeds_of", "no_share_reason",
            "load_results", "loss", "lr_of",
            "minus", "page_md", "pair", "pct", "section", "share", "share_diff", "share_val",
            "spectral_drift", "summary_text", "tc", "values", "vals", "verdict"]

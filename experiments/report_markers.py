@@ -255,9 +255,9 @@ def _number(key: str) -> str:
                             - ca["val_loss"][ca["val_step"].index(step)])
         return _mean_sd(gaps, d or 2, True, False)
     if kind == "recif":  # a share only of a gap the interval establishes
-        from report_common import no_share_reason
+        from report_common import min_seeds_of, no_share_reason
 
-        why = no_share_reason(R, args[0], args[1])
+        why = no_share_reason(R, args[0], args[1], min_seeds_of(tier))
         if why == "no gap yet":
             return "—"
         if why:
@@ -317,8 +317,7 @@ def _number(key: str) -> str:
         if kind == "zerogappd":
             return row.paired.fmt(d or 3)
         if kind == "zerogapvd":
-            from report_common import verdict_of_at_least
-            from report_zero_gap import min_seeds_of
+            from report_common import min_seeds_of, verdict_of_at_least
 
             return verdict_of_at_least(row.paired, min_seeds_of(tier))
         return "—" if row.in_sd is None else f"{row.in_sd:+.{d or 1}f}"

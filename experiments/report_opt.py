@@ -120,7 +120,7 @@ def _claims_table(R, o: str, modes) -> str:
 
 def _share_line(R, o: str) -> str:
     s, a = rc.tc.name(o, "sync"), rc.tc.name(o, "async")
-    why = rc.no_share_reason(R, s, a)  # then no share, as the front page's "recif"
+    why = rc.no_share_reason(R, s, a, 3)  # then no share, as the front page's "recif"
     parts = []
     for m in ("ef", "efg"):
         p = rc.pair(R, rc.tc.name(o, m), a)

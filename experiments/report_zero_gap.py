@@ -18,6 +18,7 @@ from report_common import (
     diff_val,
     grid,
     interval_text,
+    min_seeds_of,
     pair,
     section,
     vals,
@@ -61,12 +62,6 @@ def zero_gap_row(R, o: str) -> ZeroGapRow | None:
         return None
     _, c, p = best
     return ZeroGapRow(o, c, p, stats.in_sd_units(p, stats.summary({k: vs[k] for k in p.seeds})))
-
-
-def min_seeds_of(tier: str) -> int:
-    """Seeds a verdict needs: 3 on the compute-optimal ladder (its pre-registered rule, the
-    ``opt-*`` tiers and their ``gpu`` rung), 2 (an interval) elsewhere."""
-    return 3 if tier.startswith("opt-") or tier == "gpu" else 2
 
 
 def table_zero_gap(R, min_seeds: int = 2) -> str:

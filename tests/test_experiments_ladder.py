@@ -462,3 +462,10 @@ def test_the_ladders_verdicts_wait_for_three_seeds():
     assert "| pending (2 of 3 seeds) |" in zg.table_zero_gap(R_of(2), min_seeds=3)
     assert "| worse |" in zg.table_zero_gap(R_of(2))
     assert "| worse |" in zg.table_zero_gap(R_of(3), min_seeds=3)
+    # nor does the share line call a 2-seed gap "within noise": it waits as the verdict does
+    import report_common as rc
+
+    R = R_of(2)
+    R["muon-async"] = {s: {"status": "ok", "final": {"val_loss": 3.5 - 0.3 * s}} for s in (0, 1)}
+    assert rc.no_share_reason(R, "muon-sync", "muon-async") == "within noise"
+    assert rc.no_share_reason(R, "muon-sync", "muon-async", 3) == "2 of 3 seeds"
