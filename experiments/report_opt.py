@@ -98,15 +98,14 @@ def section_lr(R, tier):
         settled = same + len(moved)
         text.append(
             f"Each grid is centred on the lr* of `{to.SMALLEST}` for the same pair (the "
-            f"transfer rule). Of the {settled} settled pair{'s' * (settled != 1)}, {same} "
-            f"kept that lr*" + (f"; {len(moved)} moved: {', '.join(moved)}." if moved else ".")
-            if settled else
-            f"Each grid is centred on the lr* of `{to.SMALLEST}` for the same pair (the "
-            "transfer rule); none has settled yet.")
+            "transfer rule)" + (
+                f". Of the {settled} settled pair{'s' * (settled != 1)}, {same} kept that lr*"
+                + (f"; {len(moved)} moved: {', '.join(moved)}." if moved else ".")
+                if settled else "; none has settled yet."))
     return section("opt-lr", ["", " ".join(text), "", grid(head, rows), ""]), []
 
 
-def _claims_table(R, o: str, modes) -> str:
+def _claims_table(R, o: str, modes, min_seeds: int) -> str:
     s = rc.tc.name(o, "sync")
     rows = []
     for m in modes:
@@ -114,13 +113,13 @@ def _claims_table(R, o: str, modes) -> str:
         if m == "sync":
             rows.append([MODE_LABEL[m], loss(R, c), "—", "—", "—", "—"])
         else:
-            rows.append([MODE_LABEL[m], loss(R, c), *compare_cells(R, c, s, min_seeds=3)])
+            rows.append([MODE_LABEL[m], loss(R, c), *compare_cells(R, c, s, min_seeds=min_seeds)])
     return grid(["mode", "val loss", "gap to sync", "95 % interval", "seeds", "verdict"], rows)
 
 
-def _share_line(R, o: str) -> str:
+def _share_line(R, o: str, min_seeds: int = 3) -> str:
     s, a = rc.tc.name(o, "sync"), rc.tc.name(o, "async")
-    why = rc.no_share_reason(R, s, a, 3)  # then no share, as the front page's "recif"
+    why = rc.no_share_reason(R, s, a, min_seeds)  # then no share, as the front page's "recif"
     parts = []
     for m in ("ef", "efg"):
         p = rc.pair(R, rc.tc.name(o, m), a)
@@ -130,7 +129,7 @@ def _share_line(R, o: str) -> str:
                 f"{MODE_LABEL[m]} recovers {rc.share_val(R, s, a, rc.tc.name(o, m)).text} "
                 "of the gap")
         parts.append(f"{head} (its difference to 2BW: {rc.interval_text(p)}, "
-                     f"{rc.verdict_of_at_least(p, 3)})")
+                     f"{rc.verdict_of_at_least(p, min_seeds)})")
     return "; ".join(parts) + "."
 
 
@@ -138,21 +137,23 @@ def section_claims(R, tier):
     from report_zero_gap import table_zero_gap
 
     cells = {rc.tc.name(o, m) for o in to.MAIN_OPTIMIZERS for m in ("sync", "async", "ef", "efg")}
+    k = rc.min_seeds_of(tier.name)
     body = ["", f"Regime: {regime(R, cells)}. "
             "Each mode at its own tuned lr (table above). Gaps are mode − synchronous, "
             "paired by seed.", ""]
     for o in to.MAIN_OPTIMIZERS:
-        body += [f"**{LABEL[o]}**", "", _claims_table(R, o, ("sync", "async", "ef", "efg")), "",
-                 _share_line(R, o), ""]
+        body += [f"**{LABEL[o]}**", "", _claims_table(R, o, ("sync", "async", "ef", "efg"), k),
+                 "", _share_line(R, o, k), ""]
     body += ["**The zero-gap table**: per optimizer, the best 2BW correction against "
-             "synchronous training.", "", table_zero_gap(R, min_seeds=3), ""]
+             "synchronous training.", "", table_zero_gap(R, k), ""]
     return section("opt-claims", body), []
 
 
 def section_more(R, tier):
     body = ["", f"Regime: {regime(R, {c.name for c in to._opt_more(tier)})}.", ""]
     for o in to.MORE_OPTIMIZERS:
-        body += [f"**{LABEL[o]}**", "", _claims_table(R, o, ("sync", "async", "ef")), ""]
+        body += [f"**{LABEL[o]}**", "", _claims_table(R, o, ("sync", "async", "ef"),
+                                                             rc.min_seeds_of(tier.name)), ""]
     for o in ("muon", "adamw"):
         rows = [[MODE_LABEL[m], loss(R, rc.tc.name(o, m)),
                  *compare_cells(R, rc.tc.name(o, m), rc.tc.name(o, "ef"))]

@@ -469,3 +469,7 @@ def test_the_ladders_verdicts_wait_for_three_seeds():
     R["muon-async"] = {s: {"status": "ok", "final": {"val_loss": 3.5 - 0.3 * s}} for s in (0, 1)}
     assert rc.no_share_reason(R, "muon-sync", "muon-async") == "within noise"
     assert rc.no_share_reason(R, "muon-sync", "muon-async", 3) == "2 of 3 seeds"
+    # and the ladder's own claims section applies the rule of its tier
+    text = "\n".join(report_opt.section_claims(R_of(2), sweep.get_tier("opt-580k"))[0])
+    assert "| 2BW + EF | 3.401 ± 0.001 | +0.100 ± 0.000 | [+0.100, +0.100] | 2/2 | pending (2 " \
+        "of 3 seeds) |" in text
