@@ -10,7 +10,8 @@
 #   e.g. nohup bash experiments/ladder.sh opt-180k > experiments/logs/opt-180k.log 2>&1 &
 #
 # `-- --deadline $(date -d '+150 min' +%s)` ends the lane before a run that would finish after
-# that time (the tier's median run time decides), so a session's end loses no half-done run.
+# that time (the upper quartile of the tier's wall times per step for that run's optimizer
+# decides), so a session's end loses no half-done run.
 #
 # Results must name the code that made them, and sweep.py refuses a dirty tree: so the lane
 # trains from a clean git worktree of the current commit (under $TMPDIR, with data/ linked in)

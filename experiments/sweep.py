@@ -586,8 +586,9 @@ def main(argv=None) -> int:
     ap.add_argument("--in-process", action="store_true",
                     help="train in this process, one run after another (the GPU runbook)")
     ap.add_argument("--deadline", type=float, default=0.0,
-                    help="Unix time: start no run that would end after it (estimate: the "
-                    "median wall time of this results folder's runs, else --run-estimate-s)")
+                    help="Unix time: start no run that would end after it (estimate: the upper "
+                    "quartile of this results folder's wall times per step for the run's "
+                    "optimizer, times its steps; else --run-estimate-s)")
     ap.add_argument("--run-estimate-s", type=float, default=0.0,
                     help="expected seconds of one run before any has finished (--deadline)")
     ap.add_argument("--max-runs", type=int, default=0,
@@ -649,7 +650,7 @@ def main(argv=None) -> int:
         cfg, _ = build_config(c, s, Path(tempfile.gettempdir()) / "unused", lrs, extra)
         if args.deadline:
             est = run_estimate(results, args.run_estimate_s, warm=in_process and n_run > 0,
-                               steps=cfg.train.steps)
+                               steps=cfg.train.steps, optimizer=cfg.optimizer.name)
             if time.time() + est > args.deadline:
                 print(f"stop: {c.name}-seed{s} would end after the deadline (a run takes "
                       f"~{est:.0f} s, {args.deadline - time.time():.0f} s left)", flush=True)
@@ -683,12 +684,18 @@ def main(argv=None) -> int:
 
 
 def run_estimate(results: Path, default: float, warm: bool = False,
-                 steps: int | None = None) -> float:
-    """Median wall time of the finished (not reused) runs in ``results``, else ``default``.
-    ``warm``: this process has compiled already (``--in-process``), so only runs whose first
-    step took under a quarter of their wall time (no compile in them) count, if there are any.
-    ``steps``: the run to come trains that many steps, and the estimate is the median wall
-    time per step times ``steps`` (a tier's token ladder trains 4× a claims run's steps)."""
+                 steps: int | None = None, optimizer: str | None = None) -> float:
+    """Upper quartile of the wall times of the finished (not reused) runs in ``results``, else
+    ``default``: a deadline needs a run's likely longest time, not its typical one (runs of one
+    tier on this shared machine spread by ±20 %, and one started at the median's estimate can
+    end after the deadline). ``warm``: this process has compiled already (``--in-process``),
+    so only runs whose first step took under a quarter of their wall time (no compile in them)
+    count, if there are any. ``steps``: the run to come trains that many steps, and the
+    estimate is a wall time per step times ``steps`` (a tier's token ladder trains 4× a claims
+    run's steps). ``optimizer``: only that optimizer's runs count when there are at least 3
+    (SOAP's step is slower than Lion's), else all.
+
+    The quartile is the order statistic at index ⌊3n/4⌋ of the n sorted times."""
     walls, warm_walls = [], []
     for f in results.glob("*.json"):
         with contextlib.suppress(OSError, json.JSONDecodeError, KeyError, TypeError,
@@ -698,14 +705,18 @@ def run_estimate(results: Path, default: float, warm: bool = False,
                 run_wall = float(rec["final"]["wall_s"])
                 wall = (run_wall if steps is None else
                         run_wall / int(rec["config"]["train"]["steps"]) * steps)
-                walls.append(wall)
+                name = rec.get("config", {}).get("optimizer", {}).get("name")
+                walls.append((wall, name))
                 if float(rec["final"].get("first_step_s", run_wall)) < 0.25 * run_wall:
-                    warm_walls.append(wall)
+                    warm_walls.append((wall, name))
     walls = warm_walls if warm and warm_walls else walls
+    if optimizer is not None:
+        own = [w for w in walls if w[1] == optimizer]
+        walls = own if len(own) >= 3 else walls
     if not walls:
         return default
-    walls.sort()
-    return walls[len(walls) // 2]
+    times = sorted(w for w, _ in walls)
+    return times[3 * len(times) // 4]
 
 
 def _exit_on_sigterm(signum, frame):

@@ -429,21 +429,28 @@ def test_nag_and_wpipe_tables_from_synthetic_results(tmp_path, monkeypatch):
 
 
 def test_deadline_estimates_a_run_by_its_own_steps(tmp_path, capsys):
-    """``--deadline``: the run to come is estimated at the folder's median wall time per step
-    times its own steps (a 4×-longer token-ladder run is not taken for a claims run), and a
+    """``--deadline``: the run to come is estimated at the upper quartile of its optimizer's
+    wall times per step (all runs' when it has fewer than 3) times its own steps (a 4×-longer
+    token-ladder run is not taken for a claims run, nor a SOAP run for an AdamW one), and a
     run that would end after the deadline is not started."""
     import time
 
     results = tmp_path / "results"
-    for cell, wall, steps in (("lr-adamw-0.001", 120.0, 300), ("lr-adamw-0.003", 600.0, 300),
-                              ("lr-adamw-0.01", 150.0, 1200)):
+    for cell, name, wall, steps in (
+            ("old-adamw-1", "adamw", 30.0, 300), ("old-adamw-2", "adamw", 240.0, 1200),
+            ("old-adamw-3", "adamw", 90.0, 300), ("old-adamw-4", "adamw", 120.0, 300),
+            ("old-soap-1", "soap", 600.0, 300), ("old-soap-2", "soap", 600.0, 300)):
         rec = _record(cell, 0, 3.5)
         rec["config"]["train"] = {"steps": steps}
+        rec["config"]["optimizer"]["name"] = name
         rec["final"]["wall_s"] = wall
         _write(results, rec)
-    # per step: 0.4, 2.0, 0.125 → median 0.4
-    assert sweep.run_estimate(results, 9.0, steps=1200) == pytest.approx(480.0)
-    assert sweep.run_estimate(results, 9.0) == pytest.approx(150.0)
+    # AdamW per step: 0.1, 0.2, 0.3, 0.4 → upper quartile 0.4 (the median would be 0.3)
+    assert sweep.run_estimate(results, 9.0, steps=1200, optimizer="adamw") == pytest.approx(480.0)
+    # SOAP has 2 runs: all six count, per step 0.1 … 0.4, 2.0, 2.0 → 2.0
+    assert sweep.run_estimate(results, 9.0, steps=1200, optimizer="soap") == pytest.approx(2400.0)
+    # whole runs: 30, 90, 120, 240, 600, 600 → 600
+    assert sweep.run_estimate(results, 9.0) == pytest.approx(600.0)
     assert sweep.run_estimate(tmp_path / "none", 9.0, steps=100) == 9.0
     tiny_steps = sweep.build_config(next(c for c, _ in sweep.plan(["lr"], None, None, TINY)),
                                     0, tmp_path / "x", None, {})[0].train.steps
