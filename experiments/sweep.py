@@ -686,9 +686,9 @@ def main(argv=None) -> int:
 def run_estimate(results: Path, default: float, warm: bool = False,
                  steps: int | None = None, optimizer: str | None = None) -> float:
     """Upper quartile of the wall times of the finished (not reused) runs in ``results``, else
-    ``default``: a deadline needs a run's likely longest time, not its typical one (runs of one
-    tier on this shared machine spread by ±20 %, and one started at the median's estimate can
-    end after the deadline). ``warm``: this process has compiled already (``--in-process``),
+    ``default``: a deadline needs a run's likely longest time, not its typical one (on this shared
+    machine a tier's runs spread with the load, and one started on the median's estimate
+    ended after the deadline). ``warm``: this process has compiled already (``--in-process``),
     so only runs whose first step took under a quarter of their wall time (no compile in them)
     count, if there are any. ``steps``: the run to come trains that many steps, and the
     estimate is a wall time per step times ``steps`` (a tier's token ladder trains 4× a claims

@@ -439,7 +439,7 @@ def test_deadline_estimates_a_run_by_its_own_steps(tmp_path, capsys):
     for cell, name, wall, steps in (
             ("old-adamw-1", "adamw", 30.0, 300), ("old-adamw-2", "adamw", 240.0, 1200),
             ("old-adamw-3", "adamw", 90.0, 300), ("old-adamw-4", "adamw", 120.0, 300),
-            ("old-soap-1", "soap", 600.0, 300), ("old-soap-2", "soap", 600.0, 300)):
+            ("old-soap-1", "soap", 300.0, 300), ("old-soap-2", "soap", 600.0, 300)):
         rec = _record(cell, 0, 3.5)
         rec["config"]["train"] = {"steps": steps}
         rec["config"]["optimizer"]["name"] = name
@@ -447,10 +447,10 @@ def test_deadline_estimates_a_run_by_its_own_steps(tmp_path, capsys):
         _write(results, rec)
     # AdamW per step: 0.1, 0.2, 0.3, 0.4 → upper quartile 0.4 (the median would be 0.3)
     assert sweep.run_estimate(results, 9.0, steps=1200, optimizer="adamw") == pytest.approx(480.0)
-    # SOAP has 2 runs: all six count, per step 0.1 … 0.4, 2.0, 2.0 → 2.0
-    assert sweep.run_estimate(results, 9.0, steps=1200, optimizer="soap") == pytest.approx(2400.0)
-    # whole runs: 30, 90, 120, 240, 600, 600 → 600
-    assert sweep.run_estimate(results, 9.0) == pytest.approx(600.0)
+    # SOAP has 2 runs: all six count, per step 0.1 … 0.4, 1.0, 2.0 → 1.0 (its own two: 2.0)
+    assert sweep.run_estimate(results, 9.0, steps=1200, optimizer="soap") == pytest.approx(1200.0)
+    # whole runs: 30, 90, 120, 240, 300, 600 → 300
+    assert sweep.run_estimate(results, 9.0) == pytest.approx(300.0)
     assert sweep.run_estimate(tmp_path / "none", 9.0, steps=100) == 9.0
     tiny_steps = sweep.build_config(next(c for c, _ in sweep.plan(["lr"], None, None, TINY)),
                                     0, tmp_path / "x", None, {})[0].train.steps
