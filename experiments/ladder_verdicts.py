@@ -189,6 +189,15 @@ def parts(key: str, tiers: dict) -> list[Part]:
             p = _paired_gaps(_gaps(small, o, suffix="-tpp80"), _gaps(small, o))
             out.append(Part(f"{LABEL[o]}'s gap at 80 tokens/parameter not above its gap at 20",
                             _no_growth(p), f"gap(80) − gap(20) {_fmt(p)}"))
+        # the prediction's last part: EF's share of AdamW's gap does not fall, per seed
+        # share = (async − EF)/(async − sync) in %, paired by seed across the two lengths
+        cells = ("adamw-sync", "adamw-async", "adamw-ef")
+        s80 = share(small, *(f"{c}-tpp80" for c in cells))[1]
+        s20 = share(small, *cells)[1]
+        p = _paired_gaps(s80, s20)
+        out.append(Part("EF's share of AdamW's gap at 80 tokens/parameter not below its share "
+                        "at 20", directional(p, +1, min_seeds=TOKEN_SEEDS),
+                        f"share(80) − share(20) {_fmt(p, digits=0)} points"))
         return out
     if key == "L7":
         if "opt-580k" not in tiers:

@@ -95,6 +95,23 @@ def test_l6_gap_growth_is_paired_by_seed(tmp_path):
     assert "gap(80) − gap(20) −0.060" in muon.evidence
 
 
+def test_l6_ef_share_is_paired_by_seed_across_lengths(tmp_path):
+    """EF recovers about half of AdamW's gap at 20 tokens/parameter and 90 % at 80, in both
+    seeds: the share did not fall; the reverse lengths make it fall."""
+    def ladder(share20, share80):
+        for suffix, per in (("", share20), ("-tpp80", share80)):
+            _write(tmp_path, f"adamw-sync{suffix}", {0: 4.0, 1: 4.1})
+            _write(tmp_path, f"adamw-async{suffix}", {0: 4.2, 1: 4.3})
+            _write(tmp_path, f"adamw-ef{suffix}",
+                   {k: 4.2 + k / 10 - per[k] * 0.2 for k in (0, 1)})
+        return lv.parts("L6", {"opt-180k": load_results(tmp_path)})[-1]
+
+    rose = ladder({0: 0.5, 1: 0.48}, {0: 0.9, 1: 0.9})  # +40 and +42 points
+    assert rose.verdict == lv.HOLDS and "share(80) − share(20) +41 [" in rose.evidence
+    fell = ladder({0: 0.9, 1: 0.9}, {0: 0.5, 1: 0.48})
+    assert fell.verdict == lv.FAILS and "−41 [" in fell.evidence
+
+
 def test_l10_compares_settled_lrs(tmp_path, monkeypatch):
     tier = sweep.get_tier("opt-180k").at(results=tmp_path)
     monkeypatch.setitem(sweep.TIERS, "opt-180k", tier)
