@@ -212,12 +212,22 @@ CAPTIONS = {
 }
 
 
+def _tick(x: float) -> str:
+    """20 → "20", 180512 → "181k", 1.26e6 → "1.26M"."""
+    if x >= 1e6:
+        return f"{x / 1e6:.3g}M"
+    if x >= 1e4:
+        return f"{x / 1e3:.0f}k"
+    return f"{x:g}"
+
+
 def _plot(points: dict[str, list[tuple[float, stats.Paired]]], xlabel: str, path: Path,
           logx: bool = True) -> Path | None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     if not any(points.values()):
         return None
@@ -234,6 +244,11 @@ def _plot(points: dict[str, list[tuple[float, stats.Paired]]], xlabel: str, path
     ax.axhline(0, color="0.5", lw=0.8)
     if logx:
         ax.set_xscale("log")
+        # ticks at the measured points, written plainly ("20", "180k"): the log locator's
+        # "2×10¹" hides which lengths and sizes were run
+        xs = sorted({x for pts in points.values() for x, _ in pts})
+        ax.set_xticks(xs, [_tick(x) for x in xs])
+        ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
     ax.set_xlabel(xlabel, fontsize=11)
     ax.set_ylabel("val loss, 2BW − sync", fontsize=11)
     ax.tick_params(labelsize=10)

@@ -473,3 +473,21 @@ def test_the_ladders_verdicts_wait_for_three_seeds():
     text = "\n".join(report_opt.section_claims(R_of(2), sweep.get_tier("opt-580k"))[0])
     assert "| 2BW + EF | 3.401 ± 0.001 | +0.100 ± 0.000 | [+0.100, +0.100] | 2/2 | pending (2 " \
         "of 3 seeds) |" in text
+
+
+def test_scaling_figure_ticks_name_the_measured_points(tmp_path, monkeypatch):
+    """The token figure's x ticks are the lengths that ran, written plainly (5, 20, 80), and
+    the size figure's are the parameter counts ("181k"), not the log locator's "2×10¹"."""
+    import matplotlib.pyplot as plt
+
+    shown = []
+    real_close = plt.close
+    monkeypatch.setattr(plt, "close", lambda fig: (shown.append(
+        [t.get_text() for t in fig.axes[0].get_xticklabels()]), real_close(fig)))
+    p = report_opt.stats.paired({0: 0.2, 1: 0.3}, {0: 0.1, 1: 0.1})
+    path = report_opt._plot({"Muon": [(5, p), (20, p), (80, p)]}, "tokens per parameter",
+                            tmp_path / "t.png")
+    assert path.stat().st_size > 0 and shown[-1] == ["5", "20", "80"]
+    report_opt._plot({"Muon": [(180_512, p), (582_208, p), (1_260_000, p)]}, "parameters",
+                     tmp_path / "p.png")
+    assert shown[-1] == ["181k", "582k", "1.26M"]
