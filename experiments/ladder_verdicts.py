@@ -195,9 +195,17 @@ def parts(key: str, tiers: dict) -> list[Part]:
         s80 = share(small, *(f"{c}-tpp80" for c in cells))[1]
         s20 = share(small, *cells)[1]
         p = _paired_gaps(s80, s20)
+        v = directional(p, +1, min_seeds=TOKEN_SEEDS)
+        said = f"share(80) − share(20) {_fmt(p, digits=0)} points"
+        gap80 = _gap(small, "adamw", suffix="-tpp80")
+        if v != PENDING and directional(gap80, +1, min_seeds=TOKEN_SEEDS) != HOLDS:
+            # L3's rule: a share of a gap whose interval holds zero is a ratio of noise
+            v = NOISE
+            ef80 = pair(small, "adamw-ef-tpp80", "adamw-async-tpp80")
+            said = (f"the gap at 80 is within noise ({_fmt(gap80)}): no share; "
+                    f"EF − 2BW at 80 {_fmt(ef80)}")
         out.append(Part("EF's share of AdamW's gap at 80 tokens/parameter not below its share "
-                        "at 20", directional(p, +1, min_seeds=TOKEN_SEEDS),
-                        f"share(80) − share(20) {_fmt(p, digits=0)} points"))
+                        "at 20", v, said))
         return out
     if key == "L7":
         if "opt-580k" not in tiers:

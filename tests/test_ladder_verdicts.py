@@ -112,6 +112,20 @@ def test_l6_ef_share_is_paired_by_seed_across_lengths(tmp_path):
     assert fell.verdict == lv.FAILS and "−41 [" in fell.evidence
 
 
+def test_l6_gives_no_share_of_a_gap_within_noise_at_80(tmp_path):
+    """At 80 tokens/parameter AdamW's gap is +0.10 and −0.02 (within noise): a share of it
+    is a ratio of noise, so the part is within noise and says why, with EF − 2BW beside it."""
+    for suffix, gaps, ef in (("", {0: 0.2, 1: 0.2}, {0: 0.1, 1: 0.1}),
+                             ("-tpp80", {0: 0.1, 1: -0.02}, {0: 0.15, 1: 0.05})):
+        _write(tmp_path, f"adamw-sync{suffix}", {0: 4.0, 1: 4.0})
+        _write(tmp_path, f"adamw-async{suffix}", {k: 4.0 + g for k, g in gaps.items()})
+        _write(tmp_path, f"adamw-ef{suffix}", {k: 4.0 + g for k, g in ef.items()})
+    part = lv.parts("L6", {"opt-180k": load_results(tmp_path)})[-1]
+    assert part.verdict == lv.NOISE
+    assert part.evidence.startswith("the gap at 80 is within noise (+0.040 [")
+    assert "no share; EF − 2BW at 80 +0.060 [" in part.evidence
+
+
 def test_l10_compares_settled_lrs(tmp_path, monkeypatch):
     tier = sweep.get_tier("opt-180k").at(results=tmp_path)
     monkeypatch.setitem(sweep.TIERS, "opt-180k", tier)
