@@ -491,3 +491,22 @@ def test_scaling_figure_ticks_name_the_measured_points(tmp_path, monkeypatch):
     report_opt._plot({"Muon": [(180_512, p), (582_208, p), (1_260_000, p)]}, "parameters",
                      tmp_path / "p.png")
     assert shown[-1] == ["181k", "582k", "1.26M"]
+
+
+def test_token_table_gives_no_share_of_a_gap_within_noise(tmp_path):
+    """The token ladder's table keeps the claims tables' rule: at 20 tokens/parameter Muon's
+    gap holds zero (no share), at 10 it is clear of zero (a share), at 40 one seed (none)."""
+    runs = {"": {"sync": (4.00, 4.02), "async": (4.03, 4.00), "ef": (3.97, 3.95)},
+            "-tpp10": {"sync": (4.40, 4.42), "async": (4.60, 4.61), "ef": (4.50, 4.52)},
+            "-tpp40": {"sync": (4.0,), "async": (4.1,), "ef": (4.05,)}}
+    for suffix, cells in runs.items():
+        for m, vs in cells.items():
+            for seed, v in enumerate(vs):
+                _write(tmp_path, f"muon-{m}{suffix}", seed, v)
+    tier = sweep.get_tier("opt-180k").at(results=tmp_path, root=tmp_path)
+    lines, _ = report_opt.section_tokens(report_opt.rc.load_results(tmp_path), tier)
+    row = {r.split("|")[2].strip(): r for r in "\n".join(lines).splitlines()
+           if r.startswith("| Muon |")}
+    assert "— (gap within noise)" in row["20"] and "%" not in row["20"]
+    assert "49 % (50, 47)" in row["10"]  # on the seed means: 0.095 / 0.195
+    assert "— (too few seeds)" in row["40"]
