@@ -24,7 +24,7 @@ import dataclasses
 import math
 
 import stats
-from report_common import LABEL, pair, seed_gaps, share
+from report_common import LABEL, no_share_reason, pair, seed_gaps, share
 
 MIN_SEEDS = 3  # every verdict cell; the token ladder runs 2 seeds (TOKEN_SEEDS)
 TOKEN_SEEDS = 2
@@ -197,13 +197,15 @@ def parts(key: str, tiers: dict) -> list[Part]:
         p = _paired_gaps(s80, s20)
         v = directional(p, +1, min_seeds=TOKEN_SEEDS)
         said = f"share(80) − share(20) {_fmt(p, digits=0)} points"
-        gap80 = _gap(small, "adamw", suffix="-tpp80")
-        if v != PENDING and directional(gap80, +1, min_seeds=TOKEN_SEEDS) != HOLDS:
-            # L3's rule: a share of a gap whose interval holds zero is a ratio of noise
+        # L3's rule: a share of a gap whose interval holds zero is a ratio of noise
+        noisy = [(k, x) for k, x in ((20, ""), (80, "-tpp80")) if no_share_reason(
+            small, f"adamw-sync{x}", f"adamw-async{x}", TOKEN_SEEDS) == "within noise"]
+        if v != PENDING and noisy:
+            k, x = noisy[-1]
             v = NOISE
-            ef80 = pair(small, "adamw-ef-tpp80", "adamw-async-tpp80")
-            said = (f"the gap at 80 is within noise ({_fmt(gap80)}): no share; "
-                    f"EF − 2BW at 80 {_fmt(ef80)}")
+            said = (f"the gap at {k} is within noise ({_fmt(_gap(small, 'adamw', suffix=x))}):"
+                    f" no share; EF − 2BW at {k} "
+                    f"{_fmt(pair(small, f'adamw-ef{x}', f'adamw-async{x}'))}")
         out.append(Part("EF's share of AdamW's gap at 80 tokens/parameter not below its share "
                         "at 20", v, said))
         return out

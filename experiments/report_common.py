@@ -395,6 +395,17 @@ def no_share_reason(R, s: str, a: str, min_seeds: int = 2) -> str | None:
     return None if p.excludes_zero else "within noise"
 
 
+def no_share_text(why: str | None) -> str | None:
+    """What a table prints instead of a share, for a reason of :func:`no_share_reason`
+    ("— (gap within noise)", "— (too few seeds)", "—" without a gap); None when a share may
+    be printed."""
+    if why is None:
+        return None
+    if why == "no gap yet":
+        return "—"
+    return f"— (gap {why})" if why == "within noise" else f"— ({why})"
+
+
 def share_diff(R, s: str, a: str, c1: str, c2: str, seeds=None) -> stats.Paired | None:
     """The paired per-seed share of c2 minus that of c1 (percentage points)."""
     _, s1 = share(R, s, a, c1, seeds)

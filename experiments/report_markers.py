@@ -255,13 +255,11 @@ def _number(key: str) -> str:
                             - ca["val_loss"][ca["val_step"].index(step)])
         return _mean_sd(gaps, d or 2, True, False)
     if kind == "recif":  # a share only of a gap the interval establishes
-        from report_common import min_seeds_of, no_share_reason
+        from report_common import min_seeds_of, no_share_reason, no_share_text
 
-        why = no_share_reason(R, args[0], args[1], min_seeds_of(tier))
-        if why == "no gap yet":
-            return "—"
-        if why:
-            return f"— (gap {why})" if why == "within noise" else f"— ({why})"
+        instead = no_share_text(no_share_reason(R, args[0], args[1], min_seeds_of(tier)))
+        if instead:
+            return instead
         x, _ = share(R, *args)
         return "—" if x is None else f"{x:.{d or 0}f} %"
     if kind in ("rec", "recnum"):

@@ -188,11 +188,10 @@ def section_tokens(R, tier):
     for o in ("muon", "adamw"):
         for k, p in token_gaps(R, o, "async"):
             suffix = "" if k == 20 else f"-tpp{k}"
+            s, a, c = (f"{o}-{m}{suffix}" for m in ("sync", "async", "ef"))
             # the rule of the claims tables: no share of a gap whose interval holds zero
-            why = rc.no_share_reason(R, f"{o}-sync{suffix}", f"{o}-async{suffix}")
-            sh = Val("— (gap within noise)" if why == "within noise" else f"— ({why})") \
-                if why else rc.share_val(R, f"{o}-sync{suffix}", f"{o}-async{suffix}",
-                                         f"{o}-ef{suffix}")
+            instead = rc.no_share_text(rc.no_share_reason(R, s, a))
+            sh = Val(instead) if instead else rc.share_val(R, s, a, c)
             rows.append([LABEL[o], k, Val("—") if p is None else Val(rc.minus(
                 f"{p.mean:+.3f}"), p.n), rc.interval_text(p), rc.verdict(p), sh])
     figs = [f for f in (figure_tokens(R, tier.figures / "gap_vs_tokens.png"),

@@ -126,6 +126,20 @@ def test_l6_gives_no_share_of_a_gap_within_noise_at_80(tmp_path):
     assert "no share; EF − 2BW at 80 +0.060 [" in part.evidence
 
 
+def test_l6_gives_no_share_of_a_gap_within_noise_at_20(tmp_path):
+    """The same rule at the other end: AdamW's gap at 20 is +0.10 and −0.02, at 80 a clear
+    +0.2: the part names the 20-token gap and gives no share."""
+    for suffix, gaps, ef in (("", {0: 0.1, 1: -0.02}, {0: 0.05, 1: 0.0}),
+                             ("-tpp80", {0: 0.2, 1: 0.2}, {0: 0.1, 1: 0.1})):
+        _write(tmp_path, f"adamw-sync{suffix}", {0: 4.0, 1: 4.0})
+        _write(tmp_path, f"adamw-async{suffix}", {k: 4.0 + g for k, g in gaps.items()})
+        _write(tmp_path, f"adamw-ef{suffix}", {k: 4.0 + g for k, g in ef.items()})
+    part = lv.parts("L6", {"opt-180k": load_results(tmp_path)})[-1]
+    assert part.verdict == lv.NOISE
+    assert part.evidence.startswith("the gap at 20 is within noise (+0.040 [")
+    assert "no share; EF − 2BW at 20 −0.015 [" in part.evidence
+
+
 def test_l10_compares_settled_lrs(tmp_path, monkeypatch):
     tier = sweep.get_tier("opt-180k").at(results=tmp_path)
     monkeypatch.setitem(sweep.TIERS, "opt-180k", tier)
