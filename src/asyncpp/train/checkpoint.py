@@ -6,14 +6,20 @@ containers: ``format``, ``step``, ``config`` (the resolved config as a dict), ``
 ``optimizers`` (one ``DelayedOptimizer.state_dict()`` per stage: wrapped optimizer state,
 pending gradient queue, EF memory, step counter), ``sampler`` (data position), ``rng``.
 
-Retention: after writing step t the newest ``keep`` distinct steps on disk are kept (step t
-among them, counted once however often it is written). Resuming reads the newest checkpoint
-that loads and passes its checksum (:func:`load_newest_valid`); a damaged newer one is skipped
-with a note naming it and why, and left on disk.
+Retention (:func:`stale_checkpoints`): after writing step t, walking down from t, the newest
+``keep`` *valid* checkpoints at or below t are kept — step t first, counted once however often
+it is written — and only checkpoints older than the oldest kept one are deleted. A checkpoint
+above t (a damaged newer one skipped on resume) or a damaged one between kept ones is never
+counted and never deleted, so retention cannot leave a run without a loadable checkpoint.
+Resuming reads the newest checkpoint that loads and passes its checksum
+(:func:`load_newest_valid`); a damaged newer one is skipped with a note naming it and why, and
+left on disk. Temporary files of a write that was killed (``.step-N.pt.*.tmp``) are removed
+at the next start (:func:`remove_orphans`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -42,14 +48,18 @@ def list_checkpoints(run_dir: str | os.PathLike) -> list[tuple[int, Path]]:
     return sorted(out)
 
 
-def save_checkpoint(run_dir: str | os.PathLike, payload: dict, keep: int = 2) -> Path:
-    """Write ``payload`` as the checkpoint of step ``payload['step']`` and keep only the
-    newest ``keep`` checkpoints. The previous checkpoints survive a crash during the write."""
-    path = checkpoint_dir(run_dir) / f"step-{int(payload['step']):08d}.pt"
+def save_checkpoint(run_dir: str | os.PathLike, payload: dict, keep: int = 2,
+                    is_valid=None) -> Path:
+    """Write ``payload`` as the checkpoint of step ``payload['step']``, then delete what
+    :func:`stale_checkpoints` names (``is_valid(step, path)``: whether an older checkpoint
+    can be resumed; default: it loads and passes its checksum). The previous checkpoints
+    survive a crash during the write."""
+    step = int(payload["step"])
+    path = checkpoint_dir(run_dir) / f"step-{step:08d}.pt"
     body = {"format": FORMAT, **payload}
     body["digest"] = payload_digest(body)
     atomic_write(path, lambda f: torch.save(body, f))
-    for old in stale_checkpoints(run_dir, keep):
+    for old in stale_checkpoints(run_dir, keep, written=step, is_valid=is_valid):
         old.unlink(missing_ok=True)
     return path
 
@@ -63,14 +73,74 @@ def save_shard(path: str | os.PathLike, payload: dict) -> Path:
     return Path(path)
 
 
-def stale_checkpoints(run_dir: str | os.PathLike, keep: int) -> list[Path]:
-    """The checkpoints beyond the newest ``keep`` distinct steps (oldest first): what
-    :func:`save_checkpoint` deletes."""
+def stale_checkpoints(run_dir: str | os.PathLike, keep: int, written: int | None = None,
+                      is_valid=None) -> list[Path]:
+    """What :func:`save_checkpoint` deletes after writing step ``written`` (oldest first).
+
+    Walking down from ``written`` (default: the newest step on disk), checkpoints are kept
+    until ``keep`` valid ones are counted — ``written`` itself is valid, it was just written;
+    an older one is valid if ``is_valid(step, path)`` (default: :func:`load_checkpoint` reads
+    it). Stale are the checkpoints older than the oldest kept valid one, and none at all while
+    fewer than ``keep`` valid ones exist. Steps above ``written`` are never stale."""
     if not isinstance(keep, int) or keep < 1:
         raise ValueError(f"keep must be a positive integer, got {keep!r}")
-    by_step: dict[int, Path] = dict(list_checkpoints(run_dir))
-    steps = sorted(by_step)
-    return [by_step[s] for s in steps[:max(len(steps) - keep, 0)]]
+    found = list_checkpoints(run_dir)
+    if not found:
+        return []
+    if written is None:
+        written = found[-1][0]
+    if is_valid is None:
+        is_valid = _loads
+    below = [(s, p) for s, p in found if s <= written]
+    counted = 0
+    for i in range(len(below) - 1, -1, -1):
+        step, path = below[i]
+        if step == written or is_valid(step, path):
+            counted += 1
+            if counted == keep:
+                return [p for _, p in below[:i]]
+    return []
+
+
+class ValidSteps:
+    """``is_valid`` for :func:`stale_checkpoints` that checks each step once: steps this
+    process wrote or resumed from are added as valid (:meth:`add`); any other is checked
+    with ``check(step, path)`` (default: it loads and passes its checksum) the first time."""
+
+    def __init__(self, check=None) -> None:
+        self.known: dict[int, bool] = {}
+        self.check = check or _loads
+
+    def add(self, step: int) -> None:
+        self.known[int(step)] = True
+
+    def __call__(self, step: int, path: Path) -> bool:
+        if step not in self.known:
+            self.known[step] = bool(self.check(step, path))
+        return self.known[step]
+
+
+def _loads(step: int, path: Path) -> bool:
+    try:
+        load_checkpoint(path)
+    except ValueError:
+        return False
+    return True
+
+
+def remove_orphans(run_dir: str | os.PathLike) -> list[Path]:
+    """Delete the temporary files that a write killed half-way left in the run's checkpoint
+    folder and its shard folders (``.<name>.*.tmp``, see :func:`atomic_write`); returns them.
+    Call only when no process of the run is writing (at its start)."""
+    d = checkpoint_dir(run_dir)
+    if not d.is_dir():
+        return []
+    gone = []
+    for tmp in [*d.glob(".step-*.tmp"), *d.glob("step-*.shards/.rank-*.tmp")]:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+            gone.append(tmp)
+    return gone
 
 
 def estimate_run_bytes(num_params: int, keep: int) -> int:
@@ -111,9 +181,8 @@ def load_checkpoint(path: str | os.PathLike) -> dict:
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:
-        first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
-        raise ValueError(f"checkpoint {str(path)!r} cannot be read ({first}); it is truncated or "
-                         "corrupt") from None
+        raise ValueError(f"checkpoint {str(path)!r} cannot be read ({_load_fault(e)}); it is "
+                         "truncated or corrupt") from None
     if not isinstance(ckpt, dict) or ckpt.get("format") != FORMAT:
         raise ValueError(f"{str(path)!r} is not an asyncpp checkpoint (format {FORMAT})")
     digest = ckpt.pop("digest", None)  # absent only in checkpoints older than the checksum
@@ -121,6 +190,21 @@ def load_checkpoint(path: str | os.PathLike) -> dict:
         raise ValueError(f"checkpoint {str(path)!r} fails its checksum; it is truncated or "
                          "corrupt")
     return ckpt
+
+
+def _load_fault(e: BaseException) -> str:
+    """torch's load error in a few words: its first sentence, whole, without the advice on
+    ``weights_only`` that follows a refused unpickling (a damaged byte looks like one)."""
+    text = str(e).strip()
+    if text.lower().startswith("weights only load failed"):
+        detail = re.search(r"Unsupported [^\n]*\w", text)
+        return "damaged pickled data" + (f": {detail.group(0)}" if detail else "")
+    first = (text.splitlines() or [type(e).__name__])[0].strip()
+    first = re.sub(r"^\[[^\]]*\]\s*\.?\s*", "", first)  # c10's "[enforce fail at f.cc:1] ."
+    first = first.split(". ")[0].rstrip(". :,")
+    if len(first) > 160:
+        first = first[:160].rsplit(" ", 1)[0] + " …"
+    return first or type(e).__name__
 
 
 def load_newest_valid(run_dir: str | os.PathLike, accept=None) -> tuple[dict, list[str]]:
@@ -155,6 +239,21 @@ def fault_text(message: str, path: Path) -> str:
         if message.startswith(lead):
             return message[len(lead):]
     return message
+
+
+def newest_checkpoint_text(run_dir: str | os.PathLike) -> str:
+    """``"the newest checkpoint is step-N.pt; free space or fix the cause, then continue with
+    --resume --run.dir R"`` (or that there is none yet)."""
+    found = list_checkpoints(run_dir)
+    have = (f"the newest checkpoint is {found[-1][1].name}" if found
+            else "no checkpoint was written yet")
+    return f"{have}; fix the cause, then continue with --resume --run.dir {run_dir}"
+
+
+def disk_error_text(e: OSError) -> str:
+    """An ``OSError`` as ``"No space left on device"`` (its file named only when known)."""
+    text = e.strerror or str(e) or type(e).__name__
+    return f"{text}: {e.filename}" if e.filename else text
 
 
 def payload_digest(obj) -> str:

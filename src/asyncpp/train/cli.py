@@ -8,9 +8,9 @@ stderr naming the value and the fix; nothing written), 1 the run failed (e.g. no
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import difflib
 import os
-import signal
 import sys
 import time
 
@@ -25,6 +25,7 @@ from .config import (
     to_toml,
     validate,
 )
+from .interrupts import stop_on_signals
 
 PROG = "asyncpp-train"
 
@@ -158,14 +159,14 @@ def main(argv: list[str] | None = None) -> int:
     from . import components
     from . import run as trainer
     from .progress import progress_hooks
+    from .restarts import plan_restart
 
-    restarts = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
-    if not args.resume and restarts.isdigit() and int(restarts) > 0 \
-            and ckpt_io.list_checkpoints(cfg.run_dir):
-        # torchrun --max-restarts=N relaunches failed workers with the same arguments.
-        say(f"torchrun restart {restarts}: resuming from the latest checkpoint in "
-            f"{cfg.run_dir}")
-        args.resume = True
+    plan = plan_restart(cfg.run_dir, args.resume, cfg.run.overwrite)
+    if plan.note is not None:
+        say(plan.note)
+    args.resume = plan.resume
+    if plan.overwrite != cfg.run.overwrite:
+        cfg = dataclasses.replace(cfg, run=dataclasses.replace(cfg.run, overwrite=True))
 
     t0 = time.perf_counter()
     stop = {"signal": None}
@@ -191,6 +192,10 @@ def main(argv: list[str] | None = None) -> int:
             if bar["bar"] is not None:
                 bar["bar"].close()
         code = result.exit_code
+        if result.error is not None:
+            say(f"error: {result.error}" if rank == 0
+                else f"rank {rank}: error: the run stopped (rank 0 says why)")
+            return 1
         if code > 128:  # every rank stopped at the same step boundary (SIGTERM/SIGINT)
             say(f"rank {rank}: interrupted; checkpoint written at step {result.steps_done} "
                 f"(continue with --resume --run.dir {cfg.run_dir}); exit status {code}")
@@ -218,27 +223,24 @@ def main(argv: list[str] | None = None) -> int:
           f"m={cfg.pipeline.microbatches}, delays {cfg.stage_delays()}), correction "
           f"{cfg.delay.correction}, run dir {cfg.run_dir}", file=sys.stderr)
 
-    def handler(signum, frame):
-        stop["signal"] = signum
-        signal.signal(signum, signal.SIG_DFL)  # a second signal ends the process at once
-
-    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
     hooks, bar = progress_hooks(cfg, stop, components.peak_tflops(cfg, device), 1)
     try:
-        result = trainer.train(cfg, resume=args.resume, hooks=hooks, prepared=prepared,
-                               stop=stop)
+        with stop_on_signals(stop, forwarded=False):
+            result = trainer.train(cfg, resume=args.resume, hooks=hooks, prepared=prepared,
+                                   stop=stop)
     except components.TrainingError as e:
-        print(f"{PROG}: error: {e}", file=sys.stderr)
+        say(f"error: {e}")
         return 1
     except OSError as e:  # disk full / folder removed mid-run: earlier checkpoints survive
-        print(f"{PROG}: error: writing the run failed ({e.strerror or e}: {e.filename!r}); "
-              f"free space, then continue with --resume --run.dir {cfg.run_dir}", file=sys.stderr)
+        say(f"error: writing the run failed ({ckpt_io.disk_error_text(e)}); "
+            f"{ckpt_io.newest_checkpoint_text(cfg.run_dir)}")
         return 1
     finally:
         if bar["bar"] is not None:
             bar["bar"].close()
-        for s, h in old.items():
-            signal.signal(s, h)
+    if result.error is not None:
+        say(f"error: {result.error}")
+        return 1
     if stop["signal"] is not None:
         print(f"{PROG}: interrupted; checkpoint written at step {result.steps_done} "
               f"(continue with --resume --run.dir {cfg.run_dir})", file=sys.stderr)

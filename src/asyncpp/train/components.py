@@ -32,13 +32,14 @@ from ..optim import build_optimizer
 from . import checkpoint as ckpt_io
 from .config import Config, ConfigError
 from .metrics import tensorboard_available
+from .restarts import MARKER
 
 log = logging.getLogger(__name__)
 
 # Config fields that may differ between a checkpoint and the run resuming it.
 RESUME_FREE = {
     "run": {"name", "dir", "device", "compile", "overwrite", "threads", "peak_tflops",
-            "peer_timeout_s"},
+            "peer_timeout_s", "checkpoint_timeout_s"},
     "data": {"cache_dir"},
     "train": {"eval_every", "eval_batches", "log_every", "checkpoint_every", "keep_checkpoints",
               "stop_after", "export", "val_sample", "final_eval"},
@@ -376,7 +377,7 @@ def prepare_run(cfg: Config, *, resume: bool,
 
 def clear_run_dir(run_dir: Path) -> None:
     for name in ("metrics.jsonl", "config.toml", "config.json", "summary.json", "loss.png",
-                 "tokenizer.json"):
+                 "tokenizer.json", MARKER):
         (run_dir / name).unlink(missing_ok=True)
     for sub in ("checkpoints", "tb", "export"):
         shutil.rmtree(run_dir / sub, ignore_errors=True)

@@ -62,6 +62,10 @@ class RunSection:
                              "name: 989 for H100/H200 bf16; none known on CPU)", lo=0.0)
     peer_timeout_s: float = opt(300.0, "torchrun: seconds a rank waits for a silent peer before "
                                 "every rank stops with an error naming it", lo=0.0, lo_open=True)
+    checkpoint_timeout_s: float = opt(1800.0, "torchrun: seconds a rank waits for the others "
+                                      "to finish writing their checkpoint shards (a slow "
+                                      "network file system) before every rank stops with an "
+                                      "error naming the step", lo=0.0, lo_open=True)
 
 
 @dataclass(frozen=True)
@@ -549,6 +553,11 @@ def validate(cfg: Config, world_size: int | None = None) -> None:
     if r.precision == "bf16" and dev == "cpu" and r.compile:
         raise ConfigError("run.compile with bf16 autocast on CPU is not supported; use a GPU "
                           "or --run.compile false")
+    if world_size is not None and world_size > 1 and p.schedule == "none" and not p.simulate:
+        raise ConfigError(f"pipeline.schedule='none' trains in one process, but torchrun "
+                          f"launched {world_size}; choose a pipeline schedule (e.g. "
+                          f"--pipeline.schedule 1f1b --pipeline.stages {world_size}) or run "
+                          "without torchrun")
     if world_size is not None and world_size > 1 and world_size % p.stages:
         raise ConfigError(f"the world size {world_size} is not divisible by pipeline.stages="
                           f"{p.stages}; launch a multiple of {p.stages} processes")

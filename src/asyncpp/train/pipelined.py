@@ -47,6 +47,7 @@ from ..pipeline import PipelineExecutor, PipelineTopology, build_stage
 from . import checkpoint as ckpt_io
 from .components import (
     Evaluation,
+    TrainingError,
     apply_lr,
     autocast_context,
     build_stage_optimizer,
@@ -65,6 +66,9 @@ def check_layout(cfg: Config, world: int) -> tuple[int, int]:
     """``(dp, P)`` of a world of ``world`` ranks: dp = world / P; ``ConfigError`` unless
     B mod (dp·m) = 0 and the run uses only settings the executor realises."""
     P, m, B = cfg.pipeline.stages, cfg.pipeline.microbatches, cfg.train.batch_size
+    if cfg.pipeline.schedule == "none":
+        raise ConfigError(f"pipeline.schedule='none' trains in one process, but {world} ranks "
+                          "were launched; choose a pipeline schedule or run without torchrun")
     if world % P:
         raise ConfigError(f"the world size {world} is not divisible by pipeline.stages={P}; "
                           f"launch a multiple of {P} processes")
@@ -177,6 +181,12 @@ class PipelineBackend:
         # Metrics and stop requests travel on their own CPU group, so their all-reduce never
         # queues behind the pipeline's messages (and needs no device synchronisation).
         self.ctrl = dist.new_group(backend="gloo", timeout=_td(timeout))
+        # Checkpoints agree on their own group: a write slower than peer_timeout_s (a network
+        # file system) is not a dead peer.
+        self.ckpt_group = dist.new_group(backend="gloo",
+                                         timeout=_td(cfg.run.checkpoint_timeout_s))
+        self.valid = ckpt_io.ValidSteps(lambda st, path: complete_on_disk(cfg.run_dir, st,
+                                                                          self.world))
         s = topo.stage
         mc = cfg.model_config()
         model = build_model(mc, device="meta")
@@ -228,6 +238,7 @@ class PipelineBackend:
             shard = ckpt_io.load_checkpoint(shard_dir(cfg.run_dir, start)
                                             / f"rank-{self.rank:05d}.pt")
             ex.load_state_dict(shard["executor"])
+            self.valid.add(start)
             if self.meter is not None:
                 self.meter.load_state_dict(shard["drift"])
             self.batches.load_state_dict(shard["sampler"])
@@ -315,23 +326,63 @@ class PipelineBackend:
         return combine_evaluation(losses, plan, sample, self.data, self.cfg, final)
 
     def save(self, step: int, config: dict) -> None:
+        """Every rank writes its shard; once every shard is on disk rank 0 commits the
+        checkpoint by writing the manifest, then applies retention. Both phases end in an
+        agreement on the checkpoint group (its own timeout, ``run.checkpoint_timeout_s``), so
+        a full disk on any rank, or a peer that stalls or dies while checkpointing, stops
+        every rank with one line and the newest complete checkpoint intact."""
         cfg = self.cfg
         layout = {"world_size": self.world, "stages": cfg.pipeline.stages, "dp": self.dp}
         shard = {"format": ckpt_io.FORMAT, "step": step, "rank": self.rank, "layout": layout,
                  "executor": self.ex.state_dict(), "sampler": self.batches.state_dict(),
                  "rng": ckpt_io.rng_state(),
                  **({"drift": self.meter.state_dict()} if self.meter is not None else {})}
-        ckpt_io.save_shard(shard_dir(cfg.run_dir, step) / f"rank-{self.rank:05d}.pt", shard)
-        dist.barrier()  # every shard is on disk before the manifest commits the checkpoint
+        where = shard_dir(cfg.run_dir, step) / f"rank-{self.rank:05d}.pt"
+        err = None
+        try:
+            ckpt_io.save_shard(where, shard)
+        except OSError as e:
+            err = f"rank {self.rank}: writing {where} failed ({ckpt_io.disk_error_text(e)})"
+        self._checkpoint_agree(step, err)  # every shard is on disk before the manifest
+        err = None
         if self.rank == 0:
-            ckpt_io.save_checkpoint(cfg.run_dir, {
-                "step": step, "config": config, "distributed": layout,
-                "sampler": self.batches.state_dict(), "rng": ckpt_io.rng_state()},
-                keep=cfg.train.keep_checkpoints)
-            kept = {st for st, _ in ckpt_io.list_checkpoints(cfg.run_dir)}
-            for d in ckpt_io.checkpoint_dir(cfg.run_dir).glob("step-*.shards"):
-                if int(d.name[5:13]) not in kept:
-                    shutil.rmtree(d, ignore_errors=True)
+            try:
+                ckpt_io.save_checkpoint(cfg.run_dir, {
+                    "step": step, "config": config, "distributed": layout,
+                    "sampler": self.batches.state_dict(), "rng": ckpt_io.rng_state()},
+                    keep=cfg.train.keep_checkpoints, is_valid=self.valid)
+            except OSError as e:
+                err = (f"rank 0: writing the checkpoint manifest of step {step} failed "
+                       f"({ckpt_io.disk_error_text(e)})")
+            else:
+                kept = {st for st, _ in ckpt_io.list_checkpoints(cfg.run_dir)}
+                for d in ckpt_io.checkpoint_dir(cfg.run_dir).glob("step-*.shards"):
+                    if int(d.name[5:13]) not in kept:
+                        shutil.rmtree(d, ignore_errors=True)
+        self._checkpoint_agree(step, err)
+        self.valid.add(step)
+
+    def _checkpoint_agree(self, step: int, error: str | None) -> None:
+        """Collective on the checkpoint group: :class:`TrainingError` on every rank naming the
+        first rank's failure; :class:`PipelineError` if a peer does not arrive in time."""
+        from ..pipeline import PipelineError
+
+        everyone: list = [None] * self.world
+        try:
+            dist.all_gather_object(everyone, error, group=self.ckpt_group)
+        except (dist.DistError, RuntimeError) as e:
+            low = str(e).lower()
+            how = (f"did not finish within run.checkpoint_timeout_s="
+                   f"{self.cfg.run.checkpoint_timeout_s:g} s"
+                   if any(k in low for k in ("timed out", "timeout", "time out"))
+                   else "failed: a peer is gone")
+            raise PipelineError(
+                f"rank {self.rank}: the checkpoint of step {step} {how} (a peer stalled or "
+                f"died while checkpointing); {ckpt_io.newest_checkpoint_text(self.cfg.run_dir)}"
+            ) from None
+        bad = [e for e in everyone if e]
+        if bad:
+            raise TrainingError(f"{bad[0]}; {ckpt_io.newest_checkpoint_text(self.cfg.run_dir)}")
 
     def summary_fields(self) -> dict:
         cfg = self.cfg
@@ -340,6 +391,20 @@ class PipelineBackend:
 
     def export(self):
         return None
+
+
+def complete_on_disk(run_dir: Path, step: int, world: int) -> bool:
+    """Whether step ``step``'s manifest and the shards of all ``world`` ranks load and pass
+    their checksums (retention's test of an older checkpoint)."""
+    try:
+        ckpt_io.load_checkpoint(ckpt_io.checkpoint_dir(run_dir) / f"step-{step:08d}.pt")
+        for r in range(world):
+            if int(ckpt_io.load_checkpoint(shard_dir(run_dir, step)
+                                           / f"rank-{r:05d}.pt")["step"]) != step:
+                return False
+    except (ValueError, OSError):
+        return False
+    return True
 
 
 def _td(seconds: float):

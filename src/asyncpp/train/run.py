@@ -16,35 +16,15 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import signal
-import threading
 
 import torch
 
 from .components import TrainingError, prepare_run, resolve_device
 from .config import Config, ConfigError
+from .interrupts import stop_on_signals
 from .trainer import Hooks, RunResult, Trainer
 
 __all__ = ["train", "train_distributed"]
-
-
-@contextlib.contextmanager
-def _signals(stop: dict):
-    """SIGINT/SIGTERM set ``stop["signal"]`` (a second one ends the process at once)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum, frame):
-        stop["signal"] = signum
-        signal.signal(signum, signal.SIG_DFL)
-
-    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
 
 
 @contextlib.contextmanager
@@ -98,7 +78,7 @@ def train_distributed(cfg: Config, *, resume: bool = False,
     stop = {"signal": None}
     timeout = cfg.run.peer_timeout_s
     try:
-        with _signals(stop), _subnormals(cfg.run.flush_denormal):
+        with stop_on_signals(stop), _subnormals(cfg.run.flush_denormal):
             with setup_phase("the start-up configuration check", timeout):
                 check_same_config(cfg)
             with setup_phase("the start-up data preparation", timeout):
@@ -124,8 +104,8 @@ def train_distributed(cfg: Config, *, resume: bool = False,
             trainer = Trainer(cfg, backend, hooks=hooks, manifest=manifest, data=data)
             try:
                 return trainer.run(resume=resume)
-            except TrainingError:
-                return dataclasses.replace(trainer.result, exit_code=1)
+            except TrainingError as e:
+                return dataclasses.replace(trainer.result, exit_code=1, error=str(e))
             except dist.DistError as e:
                 if not phase["setup"]:
                     raise

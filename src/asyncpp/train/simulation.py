@@ -59,6 +59,7 @@ class SimulationBackend:
         self.next_step = 0
         self.meter = None
         self.spectral: list[SpectralDrift] = []
+        self.valid = ckpt_io.ValidSteps()  # retention's memo of resumable checkpoints
 
     def barrier(self) -> None:
         pass
@@ -98,6 +99,7 @@ class SimulationBackend:
             self.sampler.load_state_dict(ckpt["sampler"])
             ckpt_io.set_rng_state(ckpt["rng"])
             start = int(ckpt["step"])
+            self.valid.add(start)
         self.batches = Prefetcher(self.sampler, device)
         self.next_step = start
 
@@ -222,7 +224,8 @@ class SimulationBackend:
             **({"drift": self.meter.state_dict()} if self.meter is not None else {}),
             **({"spectral": [sp.state_dict(d) for sp, d in zip(self.spectral, self.dopts)]}
                if self.spectral else {})},
-            keep=self.cfg.train.keep_checkpoints)
+            keep=self.cfg.train.keep_checkpoints, is_valid=self.valid)
+        self.valid.add(step)
 
     def summary_fields(self) -> dict:
         out = self.meter.summary() if self.meter is not None else {}

@@ -57,6 +57,7 @@ from .components import (
 )
 from .config import Config, to_toml
 from .metrics import MetricsWriter, tensorboard_available, truncate_metrics
+from .restarts import mark_launch
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +93,7 @@ class RunResult:
     plot: Path | None = None
     export: Path | None = None
     exit_code: int = 0
+    error: str | None = None  # why the run failed (exit status 1), for the caller to print
 
 
 def subnormals_flushed() -> bool:
@@ -137,6 +139,10 @@ class Trainer:
         run_dir.mkdir(parents=True, exist_ok=True)
         if self.cfg.run.overwrite and not resume:
             clear_run_dir(run_dir)
+        if not resume:
+            mark_launch(run_dir)  # a torchrun restart before the first checkpoint starts afresh
+        for orphan in ckpt_io.remove_orphans(run_dir):  # writes a kill -9 cut short
+            log.info("removed %s, left by an interrupted checkpoint write", orphan)
         (run_dir / "config.toml").write_text(to_toml(self.resolved))
         (run_dir / "config.json").write_text(json.dumps(self.resolved.to_dict(), indent=2)
                                              + "\n")
@@ -211,10 +217,9 @@ class Trainer:
                 self._t_last = time.perf_counter()
             result.steps_done = step
             result.finished = step >= T
-        except TrainingError as e:
-            if self.writer:
-                log.error("%s", e)
+        except TrainingError as e:  # the caller prints it (once)
             result.steps_done = step
+            result.error = str(e)
             result.exit_code = 1
             raise
         finally:
