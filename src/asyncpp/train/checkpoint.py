@@ -58,7 +58,7 @@ def save_checkpoint(run_dir: str | os.PathLike, payload: dict, keep: int = 2,
     path = checkpoint_dir(run_dir) / f"step-{step:08d}.pt"
     body = {"format": FORMAT, **payload}
     body["digest"] = payload_digest(body)
-    atomic_write(path, lambda f: torch.save(body, f))
+    _atomic_save(path, body)
     for old in stale_checkpoints(run_dir, keep, written=step, is_valid=is_valid):
         old.unlink(missing_ok=True)
     return path
@@ -69,8 +69,23 @@ def save_shard(path: str | os.PathLike, payload: dict) -> Path:
     as a checkpoint (so :func:`load_checkpoint` refuses a damaged shard, too)."""
     body = {"format": FORMAT, **payload}
     body["digest"] = payload_digest(body)
-    atomic_write(Path(path), lambda f: torch.save(body, f))
+    _atomic_save(Path(path), body)
     return Path(path)
+
+
+def _atomic_save(path: Path, body: dict) -> None:
+    """``torch.save`` through :func:`atomic_write`. A write error inside torch's zip writer
+    surfaces as a ``RuntimeError`` chained to the ``OSError`` (e.g. a full disk); that
+    ``OSError`` is raised instead, so callers see what the file system said."""
+    try:
+        atomic_write(path, lambda f: torch.save(body, f))
+    except RuntimeError as e:
+        cause = e.__cause__ or e.__context__
+        while cause is not None and not isinstance(cause, OSError):
+            cause = cause.__cause__ or cause.__context__
+        if cause is None:
+            raise
+        raise cause from None
 
 
 def stale_checkpoints(run_dir: str | os.PathLike, keep: int, written: int | None = None,
