@@ -43,9 +43,10 @@ Outputs (run directory): config.toml/json, metrics.jsonl, checkpoints/, loss.png
 summary.json, tokenizer.json, tb/ (TensorBoard, if installed), export/ (train.export).
 Outside the run directory only the shared cache of trained tokenizers and token arrays is
 written: data.cache_dir, else $ASYNCPP_CACHE, else $XDG_CACHE_HOME/asyncpp or ~/.cache/asyncpp.
-SIGTERM/SIGINT: the current step finishes, a checkpoint is written, exit 143/130; --resume
-continues bit-identically, from the newest checkpoint that passes its checksum (on every rank
-under torchrun): a damaged newer one is named on stderr, skipped and left on disk.
+SIGTERM/SIGINT: the current step finishes, a checkpoint is written, exit 143/130 (repeated
+SIGTERMs change nothing; a second Ctrl-C ends at once); --resume continues bit-identically,
+from the newest checkpoint that passes its checksum (on every rank under torchrun): a damaged
+newer one is named on stderr, skipped and left on disk.
 """
 
 
