@@ -88,7 +88,10 @@ BAD = [
      "pipeline.schedule='2bw' on 3 stages needs pipeline.microbatches >= 2"),
     ({"pipeline": {"schedule": "gpipe", "stages": 3}}, "pipeline.stages=3 exceeds the model's 2"),
     ({"pipeline": {"schedule": "none", "stages": 2}}, "needs a pipeline schedule"),
-    ({"delay": {"correction": "ef"}}, "delay.correction='ef' needs an asynchronous schedule"),
+    ({"delay": {"correction": "taylor"}},
+     "delay.correction='taylor' needs an asynchronous schedule"),
+    ({"pipeline": {"schedule": "gpipe", "stages": 2}, "delay": {"correction": "nesterov"}},
+     "delay.correction='nesterov' needs an asynchronous schedule"),
     ({"pipeline": {"schedule": "1f1b"}, "delay": {"sync_start": 5}}, "delay.sync_start=5 needs"),
     ({"pipeline": {"schedule": "pipedream", "stages": 2, "microbatches": 2}},
      "set --model.tie_embeddings false"),
@@ -165,7 +168,7 @@ CLI_BAD = [
     ["--optimizer.lr", "inf"],
     ["--pipeline.schedule", "2bw", "--pipeline.stages", "3", "--pipeline.microbatches", "1",
      "--model.n_layers", "3", "--train.batch_size", "4"],
-    ["--pipeline.schedule", "none", "--delay.correction", "ef"],
+    ["--pipeline.schedule", "none", "--delay.correction", "taylor"],
     ["--pipeline.schedule", "gpipe", "--pipeline.stages", "5"],
     ["--config", "missing.toml"],
     ["--config", "broken.toml"],
@@ -197,7 +200,7 @@ def test_cli_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path, monkey
 def test_cli_process_exit_codes(tmp_path):
     """The same contract through the real console entry point (two cases: before and after
     torch is imported)."""
-    for args in (["--pipeline.schedule", "none", "--delay.correction", "ef"],
+    for args in (["--pipeline.schedule", "none", "--delay.correction", "taylor"],
                  ["--data.source", "files", "--data.path", "nothing/*.txt"]):
         r = _cli([*args, "--run.dir", "out"], tmp_path)
         assert r.returncode == 2, r.stderr

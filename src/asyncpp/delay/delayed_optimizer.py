@@ -32,6 +32,13 @@ for the drift statistic, so turning it on never changes a trajectory). Summing t
 :math:`x_t + \gamma u^{(t-1)}` follows the plain sequence: EF(γ) ends γ updates *ahead* of the
 plain delayed sequence (it extrapolates); neither a cooldown nor :meth:`flush` takes that back.
 
+EF without a delay (``ef_without_delay=True``, with ``correction="ef"``): the same recursion on
+every step, delayed or not — at τ = 0, :math:`x_{t+1} = x_t - (1+\gamma)u_t + \gamma u_{t-1}`
+with :math:`u_t = U(g_t;\ x_t)`: the "optimistic" extrapolation (Popov 1980; Daskalakis et
+al. 2018) applied to updates. It is the control that separates what EF corrects of the delay
+from what the extrapolation alone does to the optimizer; the EF memory then persists across
+synchronous steps instead of being cleared by them.
+
 Nesterov look-ahead (``correction="nesterov"``, after Ajanthan et al., ICML 2025; see
 :mod:`asyncpp.delay.nesterov`): the gradient is taken at
 :math:`\theta_t = x_t + c(x_t - x_{t-1})` of the plain delayed sequence x, with
@@ -109,6 +116,8 @@ class DelayedOptimizer:
         taylor_lambda: λ of the Taylor correction.
         sync_start, sync_cooldown, total_steps: synchronous windows (see module docstring).
         formulation: ``"gradient"`` or ``"update"`` (see module docstring).
+        ef_without_delay: with ``correction="ef"``, apply EF(γ) on synchronous steps too
+            (see the module docstring); default off: EF corrects delayed steps only.
         track_updates: record ‖u‖ and the drift :math:`\|u^{(t)} - u^{(t-1)}\|` of every applied
             step in :attr:`stats` (keeps one update-sized buffer per parameter for the drift;
             never changes the trajectory).
@@ -128,6 +137,7 @@ class DelayedOptimizer:
         total_steps: int | None = None,
         formulation: str = "gradient",
         track_updates: bool = False,
+        ef_without_delay: bool = False,
     ) -> None:
         if not isinstance(optimizer, Optimizer):
             raise TypeError(
@@ -174,6 +184,11 @@ class DelayedOptimizer:
                 ef_gamma, optimizer.param_groups, self.schedule.delays)
         # EF and the Nesterov look-ahead both run x ← x − (1+γ)u + γu_prev on delayed steps
         self._extrapolates = correction in ("ef", "nesterov")
+        if ef_without_delay and correction != "ef":
+            raise ValueError(f"ef_without_delay applies to correction='ef' only (this wrapper has "
+                             f"correction={correction!r})")
+        #: EF(γ) on every step, delayed or not (the τ = 0 control; module docstring).
+        self.ef_without_delay = bool(ef_without_delay)
         self.taylor_lambda = float(taylor_lambda)
         self.formulation = formulation
         self.track_updates = track_updates
@@ -224,7 +239,12 @@ class DelayedOptimizer:
         groups = self.optimizer.param_groups
         delays = [self.schedule.delay_at(t, g) for g in range(len(groups))]
         if all(d == 0 for d in delays) and self.pending() == 0:
-            # Plain synchronous step: exactly the wrapped optimizer.
+            # Plain synchronous step: exactly the wrapped optimizer (or, as the τ = 0 control,
+            # the wrapped optimizer's step extrapolated by EF(γ)).
+            if self.ef_without_delay:
+                self._run_round({g: True for g in range(len(groups))})
+                self.step_count += 1
+                return loss
             self._clear_memory(range(len(groups)))
             if self.track_updates:
                 self._run_round({g: False for g in range(len(groups))})
@@ -255,8 +275,9 @@ class DelayedOptimizer:
             out = []
             while len(q) > delays[g]:
                 e = q.popleft()
-                # An entry applied in the call that queued it was not delayed.
-                out.append((e, e is not entry))
+                # An entry applied in the call that queued it was not delayed (EF still runs on
+                # it as the τ = 0 control).
+                out.append((e, e is not entry or self.ef_without_delay))
             due[g] = out
         rounds = max(len(v) for v in due.values())
         for r in range(rounds):
@@ -296,7 +317,7 @@ class DelayedOptimizer:
             q = self.queues[g]
             while len(q) > delays[g]:
                 e = q.popleft()
-                self._apply_updates(g, e, delayed=e is not entry)
+                self._apply_updates(g, e, delayed=e is not entry or self.ef_without_delay)
 
     # -- corrections ------------------------------------------------------------------------
     def _run_round(self, active: dict[int, bool]) -> None:
@@ -483,7 +504,8 @@ class DelayedOptimizer:
             "prev_update": [None if pu is None else list(pu) for pu in self.prev_update],
             "last_applied": [None if u is None else list(u) for u in self.last_applied],
             "config": {"delays": list(self.schedule.delays), "correction": self.correction,
-                       "formulation": self.formulation, "ef_gamma": list(self.ef_gammas)},
+                       "formulation": self.formulation, "ef_gamma": list(self.ef_gammas),
+                       **({"ef_without_delay": True} if self.ef_without_delay else {})},
         }
 
     def load_state_dict(self, state: dict) -> None:
@@ -491,8 +513,10 @@ class DelayedOptimizer:
         # checkpoints from before EF(γ) carry no ef_gamma: they were made with γ = 1
         cfg.setdefault("ef_gamma", [1.0] * len(self.schedule.delays))
         cfg["ef_gamma"] = [float(v) for v in cfg["ef_gamma"]]
+        cfg["ef_without_delay"] = bool(cfg.get("ef_without_delay", False))
         mine = {"delays": list(self.schedule.delays), "correction": self.correction,
-                "formulation": self.formulation, "ef_gamma": list(self.ef_gammas)}
+                "formulation": self.formulation, "ef_gamma": list(self.ef_gammas),
+                "ef_without_delay": self.ef_without_delay}
         if cfg != mine:
             raise ValueError(f"checkpoint was made with delay settings {cfg}, this run has {mine}")
         for g, (group, q) in enumerate(zip(self.optimizer.param_groups, state["queues"])):

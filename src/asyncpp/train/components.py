@@ -116,7 +116,9 @@ def build_stage_optimizer(cfg: Config, named_params, stage: int,
                                if d.correction == "nesterov" else {}),
                             taylor_lambda=d.taylor_lambda, sync_start=d.sync_start,
                             sync_cooldown=d.sync_cooldown, total_steps=cfg.train.steps,
-                            formulation=d.formulation, track_updates=d.track_updates)
+                            formulation=d.formulation, track_updates=d.track_updates,
+                            # EF on a synchronous schedule (one process): the τ = 0 control
+                            ef_without_delay=d.correction == "ef" and not cfg.is_async)
 
 
 def lr_factor(step: int, total: int, warmup_frac: float, min_ratio: float) -> float:

@@ -495,10 +495,18 @@ def validate(cfg: Config, world_size: int | None = None) -> None:
         raise ConfigError(f"pipeline.schedule={p.schedule!r} on {p.stages} stages needs "
                           f"pipeline.microbatches >= {need}, got {p.microbatches}; set "
                           f"--pipeline.microbatches {need}")
+    # EF alone, without a delay (a synchronous schedule, in one process): the control that tells
+    # what the extrapolation does to the optimizer from what it corrects of the delay
+    ef_alone = not cfg.is_async and dl.correction == "ef"
+    if ef_alone and world_size is not None and world_size > 1:
+        raise ConfigError("delay.correction='ef' with a synchronous schedule (EF without a "
+                          "delay) runs in one process; launch it without torchrun, or choose "
+                          "--pipeline.schedule 2bw for EF on a delayed pipeline")
     if not cfg.is_async:
-        for key, val, default in (("correction", dl.correction, "none"),
-                                  ("sync_start", dl.sync_start, 0),
-                                  ("sync_cooldown", dl.sync_cooldown, 0)):
+        checks = [("sync_start", dl.sync_start, 0), ("sync_cooldown", dl.sync_cooldown, 0)]
+        if not ef_alone:
+            checks.insert(0, ("correction", dl.correction, "none"))
+        for key, val, default in checks:
             if val != default:
                 raise ConfigError(
                     f"delay.{key}={val!r} needs an asynchronous schedule but pipeline.schedule="
