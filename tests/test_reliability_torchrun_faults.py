@@ -245,9 +245,12 @@ python -m torch.distributed.run --standalone --nproc-per-node 2 --monitor-interv
   > "$ROOT/full.log" 2>&1 &
 T=$!
 while [ ! -f run/checkpoints/step-00000020.pt ]; do sleep 0.05; done
-# room for the metrics of a few steps, none for the next checkpoint
+# the workers wait while the disk fills: room for the metrics of a few steps, none for the
+# next checkpoint, however far a loaded machine let them run
+W=$(pgrep -P $T); kill -STOP $W
 avail=$(df --output=avail -k . | tail -n 1)
 dd if=/dev/zero of=filler bs=1k count=$((avail - 256)) 2>/dev/null
+kill -CONT $W
 wait $T; echo "exit $?" >> "$ROOT/full.log"
 cp -r run "$ROOT/saved"
 rm filler
@@ -272,10 +275,11 @@ def test_a_full_disk_under_torchrun_is_one_line_on_every_rank_and_resume_works(t
     assert "exit 1" in full.splitlines()[-1], full[-4000:]
     errors = [ln for ln in full.splitlines() if "error:" in ln]
     assert len(errors) == 2, full[-4000:]  # one line from each rank
+    # Which write meets the full disk first depends on the ranks' timing: a shard (every rank
+    # then names the failed file) or rank 0's metrics (rank 1 then sees its peer stop).
     disk = [ln for ln in errors if "No space left on device" in ln]
-    assert len(disk) == 1 and "None" not in disk[0], errors
-    assert "the newest checkpoint is step-00000020.pt" in disk[0], errors
-    assert "peer is gone" not in full
+    assert disk and all("None" not in ln for ln in disk), errors
+    assert all("the newest checkpoint is step-00000020.pt" in ln for ln in errors), errors
     _no_traceback(full)
     resume = (tmp_path / "resume.log").read_text()
     assert resume.splitlines()[-1] == "exit 0", resume[-4000:] + r.stderr

@@ -19,6 +19,7 @@ import dataclasses
 
 import torch
 
+from . import checkpoint as ckpt_io
 from .components import TrainingError, prepare_run, resolve_device
 from .config import Config, ConfigError
 from .interrupts import stop_on_signals
@@ -106,6 +107,11 @@ def train_distributed(cfg: Config, *, resume: bool = False,
                 return trainer.run(resume=resume)
             except TrainingError as e:
                 return dataclasses.replace(trainer.result, exit_code=1, error=str(e))
+            except OSError as e:  # rank 0's metrics or summary (a full disk): one line
+                return dataclasses.replace(
+                    trainer.result, exit_code=1,
+                    error=f"writing the run failed ({ckpt_io.disk_error_text(e)}); "
+                          f"{ckpt_io.newest_checkpoint_text(cfg.run_dir)}")
             except dist.DistError as e:
                 if not phase["setup"]:
                     raise
