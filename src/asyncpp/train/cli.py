@@ -194,8 +194,7 @@ def main(argv: list[str] | None = None) -> int:
                 bar["bar"].close()
         code = result.exit_code
         if result.error is not None:
-            say(f"error: {result.error}" if rank == 0
-                else f"rank {rank}: error: the run stopped (rank 0 says why)")
+            say(f"error: {result.error}" if rank == 0 else f"rank {rank}: error: {result.error}")
             return 1
         if code > 128:  # every rank stopped at the same step boundary (SIGTERM/SIGINT)
             say(f"rank {rank}: interrupted; checkpoint written at step {result.steps_done} "
