@@ -8,6 +8,8 @@ Modules (one per result; each exposes ``statement``, ``result`` and numeric ``bo
 * :mod:`theory.delayed_lmo` — T1, LMO/Muon with EMA momentum under a fixed delay τ;
 * :mod:`theory.error_feedback` — T2, the same with Error Feedback (worst case and drift);
 * :mod:`theory.stability` — T3, exact critical step sizes on quadratics;
+* :mod:`theory.ef_nodelay` — T3[τ=0, EF(γ)], the EF step without a delay;
+* :mod:`theory.charpoly` — T3's characteristic polynomials and the Schur–Cohn transform;
 * :mod:`theory.ef_gamma_closed` — T3[EF(γ*)], the best EF coefficient in closed form, every τ;
 * :mod:`theory.variable_delay` — T4, per-stage delays (PipeDream vs 2BW);
 * :mod:`theory.muon_cycle` — MC, delayed Muon's limit cycle on a quadratic (Muon's T3);
@@ -27,6 +29,7 @@ def all_results() -> list:
         adaptive_delay,
         delayed_lmo,
         ef_gamma_closed,
+        ef_nodelay,
         error_feedback,
         muon_cycle,
         nesterov,
@@ -37,7 +40,8 @@ def all_results() -> list:
 
     return [delayed_lmo.result(False), delayed_lmo.result(True),
             error_feedback.result(False), error_feedback.result(True),
-            *stability.results(), ef_gamma_closed.result(), nesterov.result(),
+            *stability.results(), ef_nodelay.result(), ef_gamma_closed.result(),
+            nesterov.result(),
             variable_delay.result(False), variable_delay.result(True),
             muon_cycle.result(), taylor.result(), adaptive_delay.result()]
 

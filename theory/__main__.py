@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     print("standing assumptions:")
     for a in ASSUMPTIONS.values():
         print(f"  ({a.name}) {a.text}")
-    print("steps taken on trust (assumption / cited), by result:")
+    print("steps taken on trust (assumption / cited / reasoning), by result:")
     for key in sorted(unchecked):
         print(f"  {key}  [{', '.join(sorted(unchecked[key]))}]")
     print("definitions (consistent with their model, not counted as verified):")
@@ -55,8 +55,9 @@ def main(argv: list[str] | None = None) -> int:
     from .adaptive_delay import numeric_checks
     from .ef_gamma_closed import numeric_checks as ef_gamma_certificates
     from .muon_attractors import numeric_checks as attractor_checks
+    from .stability import ef_growth_checks
     for tag, checks in (("AD numeric", numeric_checks), ("EG exact", ef_gamma_certificates),
-                        ("MA exact", attractor_checks)):
+                        ("MA exact", attractor_checks), ("EF growth", ef_growth_checks)):
         for name, ok, detail in checks():
             if not args.quiet:
                 print(f"  [{'ok' if ok else 'FAILED':8s}] numeric  {name}: {detail}")

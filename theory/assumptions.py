@@ -25,7 +25,13 @@ Each step is one relation of a fixed *kind*:
 ``assumption`` / ``cited``
     not machine-checkable (norm inequalities, the descent lemma, Jensen, the martingale
     property of the noise, textbook stability criteria); listed with status ``assumed`` /
-    ``cited`` and never counted as verified.
+    ``cited`` and never counted as verified. ``cited`` is for facts found in textbooks and
+    papers only.
+``reasoning``
+    the project's own argument, written out in the step's note but not machine-checked
+    (combining verified sign facts into a stability region, counting lemmas, norm
+    bookkeeping); status ``reasoned``, never counted as verified and never to be read as a
+    textbook fact.
 
 Non-negativity certificate: the parameter ranges are made manifest by the substitution
 :data:`DOMAIN` (:math:`\alpha = 1/(1+s)^2 \in (0, 1]`,
@@ -61,8 +67,9 @@ from typing import Any
 import sympy as sp
 from sympy.core.function import AppliedUndef
 
-KINDS = ("identity", "sum", "inequality", "monotonicity", "assumption", "cited", "definition")
-UNCHECKED = {"assumption": "assumed", "cited": "cited"}
+KINDS = ("identity", "sum", "inequality", "monotonicity", "assumption", "cited", "reasoning",
+         "definition")
+UNCHECKED = {"assumption": "assumed", "cited": "cited", "reasoning": "reasoned"}
 VERIFIED, FAILED, DEFINED = "verified", "FAILED", "defined"
 
 # --------------------------------------------------------------------------- symbols

@@ -319,10 +319,16 @@ def _complexity_steps(nesterov: bool) -> list[Step]:
                           r"\sigma^2/\varepsilon^4$, half Kovalev's 2048 (M13's exact fixed point "
                           r"$\alpha\sigma^2/(2-\alpha)$ instead of $\alpha\sigma^2$), plus "
                           r"$16 L\Delta/\varepsilon^2$"))
+    # K₁ is affine in τ and in 1/α: each term is its derivative times the variable
+    k1 = K1.subs(eta, eta_eps)
+    inv_alpha = sp.Symbol("a_inv", positive=True)
+    delay_term = sp.diff(k1, tau) * tau
+    momentum_term = (sp.diff(k1.subs(alpha, 1 / inv_alpha), inv_alpha) * inv_alpha).subs(
+        inv_alpha, 1 / alpha)
     steps.append(Step("P11 the delay is lower order", "identity",
-                      eq((16 * q * L * r * Delta * C * tau / eps**2)
-                         / (16 * q * L * r * Delta * C / (alpha * eps**2)), alpha * tau),
-                      r"the $\tau$-term of $K_1$ over its $1/\alpha$-term equals $\alpha\tau$"))
+                      eq(delay_term / momentum_term, alpha * tau),
+                      r"the $\tau$-term of $K_1$ (P9) over its $1/\alpha$-term, both read off "
+                      r"$K_1$, equals $\alpha\tau$"))
     return steps
 
 
@@ -359,7 +365,7 @@ def _tightness_steps() -> list[Step]:
               eq(sp.Sum(jj + sp.Rational(1, 2), (jj, 0, tau)), (tau + 1)**2 / 2))
     s2 = Step("TI2 half-period sum (upper)", "sum",
               eq(sp.Sum(jj + sp.Rational(1, 2), (jj, 0, tau - 1)), tau**2 / 2))
-    orbit = Step("TI3 periodic orbit", "cited",
+    orbit = Step("TI3 periodic orbit", "reasoning",
                  eq(sp.Symbol(r"\overline{|y|}"), eta * tightness_average_expr()),
                  r"sign descent $y_{k+1} = y_k - \eta\,\operatorname{sign}(y_{k-\tau})$ from $y_0 "
                  r"= \eta/2$ (idle start) is the triangle wave between $-(\tau+\frac12)\eta$ and "

@@ -72,7 +72,7 @@ from functools import cache
 import sympy as sp
 
 from .assumptions import Result, Step, beta, eq, ge, p, z
-from .stability import (
+from .charpoly import (
     DOMAIN_P,
     char_poly_expr,
     optimal_gamma_tau1_exprs,
@@ -286,7 +286,7 @@ def _steps() -> list[Step]:
             r"($e^{i\omega} = (1+it)/(1-it)$)", model=model))
     tau_s = sp.Symbol("tau", nonnegative=True, integer=True)
     steps += [
-        Step("E4 counting lemma (argument principle)", "cited",
+        Step("E4 counting lemma (argument principle)", "reasoning",
              ge(sp.Symbol(r"\#\{u\in(-1,1):\pi_\tau(u)=p\}"), sp.Symbol(r"\tau") + 1),
              r"stable $\Rightarrow$ $\arg F$ grows by $(\tau+1)\pi + \pi/2$ on $(0,\pi)$, "
              r"crossing the real axis at $\tau+1$ distinct $\omega$ (E1: $\mathrm{Im}F = 0$ iff "
@@ -330,7 +330,7 @@ def _steps() -> list[Step]:
              eq(sp.radsimp(ps2.subs(beta, 1)), (4 * sp.sqrt(6) - 9) / 9)),
         Step(r"E12c $\tau = 2$, $\beta \to 1$: $\gamma^* \to (9 + 4\sqrt6)/5$", "identity",
              eq(sp.radsimp(gs2.subs(beta, 1)), (9 + 4 * sp.sqrt(6)) / 5)),
-        Step("E13 sign bookkeeping", "cited",
+        Step("E13 sign bookkeeping", "reasoning",
              eq(sp.Symbol("c^*"), sp.Symbol("p^*") / (1 - beta)),
              r"E4–E6: no $(p, q)$ with $p \ge p^* = \max_{\rm lobe\,0}\pi_\tau$ is stable, and "
              r"at $p \uparrow p^*$ only $q^* = \Gamma(u^*)$ remains: "

@@ -149,7 +149,7 @@ def _virtual_steps() -> list[Step]:
                  -(U(k - 1) - U(k - tau - 1)) - sp.Sum(U(j), (j, k - tau, k - 2))),
               r"$o_k = w_k - z_k = (y_k - y_{k-\tau}) + u_{k-1}$ (V2) $= -(u_{k-1} - u_{k-\tau-1}) "
               r"- \sum_{j=k-\tau}^{k-2} u_j$", rewrites=(v3, v4))
-    v6 = Step("V6 offset norm", "cited",
+    v6 = Step("V6 offset norm", "reasoning",
               le(O(k), eta * Dr(k) + (tau - 1) * eta * r),
               r"triangle inequality on V5 and BAND ($\|u_j\| \le \eta(1+\epsilon_1)$); $\delta_k "
               r":= \|u_{k-1} - u_{k-\tau-1}\|/\eta$; then expectation", refs=("BAND",))
@@ -179,7 +179,7 @@ def _steps(nesterov: bool) -> list[Step]:
     bv = statement("virtual", nesterov)
     f1, f2 = final_steps(desc, m_ef, total2, bv)
     Ny = sp.Function(r"\mathbb{E}\|\nabla f(y)\|", nonnegative=True)
-    x1 = Step("X1 back to the iterate", "cited", le(Ny(k), N(k) + L * eta * r),
+    x1 = Step("X1 back to the iterate", "reasoning", le(Ny(k), N(k) + L * eta * r),
               r"A2: $\|\nabla f(y_k) - \nabla f(w_k)\|_\dagger \le L \|u_{k-1}\| \le L \eta "
               r"(1+\epsilon_1)$",
               refs=("A2", "BAND"))
@@ -187,7 +187,7 @@ def _steps(nesterov: bool) -> list[Step]:
               le(summ(Ny(k)) / K, statement("iterate", nesterov)),
               uses=((x1, 1 / K, (k, 0, K - 1)), (f2, 1)))
     steps += [f1, f2, x1, x2]
-    steps.append(Step("X3 worst case drift", "cited", le(drift, 2 * r),
+    steps.append(Step("X3 worst case drift", "reasoning", le(drift, 2 * r),
                       r"$\|u_{k-1} - u_{k-\tau-1}\| \le 2 \eta (1+\epsilon_1)$ (triangle "
                       "inequality, BAND)",
                       refs=("BAND",)))

@@ -511,7 +511,7 @@ def _steps() -> list[Step]:
                  sp.pi / 2),
               "describing-function (first-harmonic) balance of a relay loop: an approximation; "
               "the exact cycles are computed and certified by `muon_cycle.cycle`")
-    s8 = Step("MC8 locking certificate", "cited",
+    s8 = Step("MC8 locking certificate", "reasoning",
               ge(TexSymbol(r"\min_t\lvert v^*_t\rvert"),
                  TexSymbol(r"\beta^{t-t_1}\lvert e_{t_1}\rvert")),
               r"$e_t = m_t - m^*_t$ satisfies $e_t = \beta e_{t-1}$ once $x_{t-\tau}$ is periodic "

@@ -182,11 +182,11 @@ def _steps() -> list[Step]:
                r"$\kappa_\tau = \beta(1-\beta^{\tau+1})/(1-\beta)$: the look-ahead to the "
                r"step where a gradient taken now is applied ($\tau$ steps) plus NAG's one")
           for t in (1, 2, 3)),
-        Step(r"N3 T3[$\tau=1$, EF($\gamma$)] at $\gamma = \kappa_1$", "cited",
+        Step(r"N3 T3[$\tau=1$, EF($\gamma$)] at $\gamma = \kappa_1$", "reasoning",
              eq(sp.Symbol("c^*_N"), sp.Min(pf, pg).subs(gamma_sym, k1) / (1 - beta)),
              r"N1.1 makes the recursion EF($\kappa_1$); T3[$\tau=1$, EF($\gamma$)] gives "
              r"$c^* = \min(p_f, p_g)/(1-\beta)$ for every $\gamma \ge 0$"),
-        Step(r"N4 no better than EF($\gamma^*$)", "cited",
+        Step(r"N4 no better than EF($\gamma^*$)", "reasoning",
              sp.Le(sp.Symbol("c^*_N"), sp.Symbol(r"c^*_{EF(\gamma^*)}")),
              r"true by definition: $\gamma^*$ maximises $c^*$ over all real $\gamma$ "
              r"(T3[$\tau=1$, EF($\gamma^*$)]; every $\tau$: T3[EF($\gamma^*$), every "

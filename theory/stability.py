@@ -10,7 +10,8 @@ Recursion (production semantics, ``formulation="gradient"``): :math:`f(x) = h x^
 
 (torch SGD with ``momentum=β, dampening=β`` is this EMA; EF doubles the applied update and
 adds back the previous applied one; the delay core applies no correction to synchronous
-steps, so EF with :math:`\tau = 0` is the plain method). With :math:`p = c(1 - \beta)` the
+steps, so EF with :math:`\tau = 0` is the plain method unless it is asked for with
+``ef_without_delay``, :mod:`theory.ef_nodelay`). With :math:`p = c(1 - \beta)` the
 characteristic polynomials are (step SC1 checks them against :math:`\det(zI - A)` of the state
 matrix):
 
@@ -34,12 +35,20 @@ leading coefficients :math:`\delta_k` of the Schur transforms positive), derived
   :math:`\varphi(p) = p^3 + (3-\beta)p^2 + \beta(2-\beta)p - (1-\beta)` (0.532 at
   :math:`\beta = 0`, 0.85 at :math:`\beta = 0.9`)
 
-So without EF a delay caps the stable :math:`\eta h` at :math:`\le 1` whatever the momentum,
-while with EF the stable range grows with :math:`\beta`: this is the mechanism by which
-momentum and EF make training robust to delay. For diagonal/matrix quadratics the recursion
-decouples along eigenvectors: stable iff :math:`\eta h_{\max} < c^*`. The critical step is
-itself the tightness instance (exact). Other :math:`\tau`: :func:`critical_step` falls back
-to an exact root-locus computation (numeric).
+So without EF a delay caps the stable :math:`\eta h` at :math:`\le 1` whatever the momentum.
+With the paper's EF (γ = 1) the stable range grows with :math:`\beta` **at τ = 1 only**
+(:math:`c^* \approx 1/\sqrt{1-\beta} - 1/2`); at τ = 2 it tends to 1 and at τ = 3 to 1/2 as
+:math:`\beta \to 1`. At every τ ≥ 1 the range grows with β exactly for the coefficients
+γ > τ (the root near 1 has :math:`|z|^2 = 1 + p(\tau-\gamma) + O(p^{3/2})`, see EF(γ) below):
+γ = τ grows like :math:`1/\sqrt{1-\beta}`, the best coefficient γ* like
+:math:`K_\tau/(1-\beta)`. :func:`ef_growth_table` gives the numbers and
+:func:`ef_growth_checks` checks the scope. Without a delay the EF step only narrows the range
+(:mod:`theory.ef_nodelay`: :math:`c^* = 2(1+\beta)/((1+2\gamma)(1-\beta))`).
+
+For diagonal/matrix quadratics the recursion decouples along eigenvectors: stable iff
+:math:`\eta h_{\max} < c^*`. The critical step is itself the tightness instance (exact).
+Other :math:`\tau`: :func:`critical_step` falls back to an exact root-locus computation
+(numeric).
 
 **EF(γ)** (``critical_step(β, τ, ef=True, gamma=γ)``): :math:`x_{t+1} = x_t - (1+\gamma)\mu_t
 + \gamma\mu_{t-1}` (γ = 1 the paper's EF, γ = 0 none), characteristic polynomial
@@ -83,13 +92,13 @@ import numpy as np
 import sympy as sp
 
 from .assumptions import Result, Step, TexSymbol, beta, c, drift, eq, eta, ge, j, le, p, z
-
-_t = sp.Symbol("t", nonnegative=True)
-_s = sp.Symbol("s", nonnegative=True)
-#: p ∈ (0, 1], β ∈ [0, 1) made manifest
-DOMAIN_P01 = {p: 1 / (1 + _t), beta: _s / (1 + _s)}
-#: p > 0, β ∈ [0, 1)
-DOMAIN_P = {beta: _s / (1 + _s)}
+from .charpoly import (
+    DOMAIN_P,
+    DOMAIN_P01,
+    char_poly_expr,
+    optimal_gamma_tau1_exprs,
+    schur_cohn,
+)
 
 
 def _validate(beta_v, tau, ef, gamma=None):
@@ -110,20 +119,6 @@ def _validate(beta_v, tau, ef, gamma=None):
         return
     if not (0.0 <= float(beta_v) < 1.0):
         raise ValueError(f"beta (momentum) must lie in [0, 1), got {beta_v!r}")
-
-
-def char_poly_expr(beta_v, tau: int, ef: bool = False, var=None, gamma=None) -> sp.Expr:
-    r"""The characteristic polynomial as an expression in z, with p = ``var`` (default c(1−β));
-    ``gamma`` (EF only; None = 1, the paper's EF) is the coefficient of EF(γ):
-    :math:`z^\tau(z-1)(z-\beta) + p((1+\gamma)z - \gamma)`."""
-    pv = c * (1 - beta_v) if var is None else var
-    if tau == 0:
-        return (z - 1) * (z - beta_v) + pv * z
-    if not ef:
-        return z ** (tau - 1) * (z - 1) * (z - beta_v) + pv
-    if gamma is None:
-        return z**tau * (z - 1) * (z - beta_v) + pv * (2 * z - 1)
-    return z**tau * (z - 1) * (z - beta_v) + pv * ((1 + gamma) * z - gamma)
 
 
 def char_poly(beta, tau, ef=False, gamma=None) -> sp.Poly:
@@ -169,23 +164,6 @@ def state_matrix(beta_v, tau: int, ef: bool, cv=c, gamma=None) -> sp.Matrix:
     for key, val in mu.items():
         A[im, key] += val
     return A
-
-
-def schur_cohn(poly_expr: sp.Expr, var=z) -> list[sp.Expr]:
-    r"""δ_1, …, δ_n: leading coefficients of the successive Schur transforms
-    T P = (a_n P − a_0 P*)/z (real coefficients). All roots lie in |z| < 1 iff all δ_k > 0
-    (Schur–Cohn)."""
-    P = sp.Poly(poly_expr, var)
-    out = []
-    while P.degree() > 0:
-        a = P.all_coeffs()[::-1]
-        nn = P.degree()
-        an, a0 = a[nn], a[0]
-        out.append(sp.expand(an**2 - a0**2))
-        Ps = sum(a[nn - i] * var**i for i in range(nn + 1))
-        T = sp.expand(an * P.as_expr() - a0 * Ps)
-        P = sp.Poly(sp.cancel(T / var), var)
-    return out
 
 
 # --------------------------------------------------------------------------- closed forms
@@ -431,11 +409,6 @@ def _pf_pg(b: float, g: float) -> tuple[float, float]:
     return float(pf), float(pg)
 
 
-def optimal_gamma_tau1_exprs():
-    r"""(γ*, c*) for τ = 1 in closed form: γ* = 2β/(2−β)², c* = (2−β)²/(4(1−β))."""
-    return 2 * beta / (2 - beta) ** 2, (2 - beta) ** 2 / (4 * (1 - beta))
-
-
 def _critical_p_at(b: float, tau: int, g: float) -> float:
     """p* = c*(1−β) of EF(γ) by the root locus (τ ≥ 1); works at β = 1 too."""
     Q = np.concatenate([np.polymul([1.0, -1.0], [1.0, -b]), np.zeros(tau)])
@@ -596,6 +569,48 @@ def beta_one_limit(tau: int) -> tuple[float, float]:
     return beta_one_limits(tau)
 
 
+def ef_growth_table(taus=(1, 2, 3), betas=(0.9, 0.95, 0.99)) -> list[dict]:
+    r"""c* of EF(γ) for γ = 1 (the paper's), γ = τ and γ = γ*, per delay τ and momentum β
+    (float64, exact root locus / closed forms): where the stable range grows with β and
+    where it does not."""
+    rows = []
+    for tau in taus:
+        for b in betas:
+            gs, cs = optimal_gamma(b, tau)
+            rows.append({"tau": tau, "beta": b, "c_ef": critical_step(b, tau, True),
+                         "c_gamma_tau": critical_step(b, tau, True, gamma=float(tau)),
+                         "gamma_star": gs, "c_gamma_star": cs})
+    return rows
+
+
+def ef_growth_checks() -> list[tuple[str, bool, str]]:
+    r"""The scope of "EF's stable range grows with β", checked in float64 on
+    β ∈ {0.9, 0.95, 0.99, 0.999}: γ = 1 grows at τ = 1 and stays below 1 (τ = 2) and 1/2 + 0.05
+    (τ = 3); γ = τ and γ* grow at τ = 1, 2, 3, and γ*'s :math:`(1-eta)c^*` approaches
+    :math:`K_	au` (:func:`beta_one_limit`) within 2 %."""
+    betas = (0.9, 0.95, 0.99, 0.999)
+    out = []
+    for tau in (1, 2, 3):
+        rows = ef_growth_table((tau,), betas)
+        c1 = [r["c_ef"] for r in rows]
+        ct = [r["c_gamma_tau"] for r in rows]
+        cg = [r["c_gamma_star"] for r in rows]
+        inc = all(a < b for a, b in zip(c1, c1[1:]))
+        if tau == 1:
+            out.append(("EF grows with beta, tau=1", inc, f"c* = {c1}"))
+        else:
+            cap = 1.0 if tau == 2 else 0.55
+            out.append((f"EF bounded by {cap}, tau={tau}", max(c1) < cap, f"c* = {c1}"))
+        out.append((f"EF(gamma=tau) grows, tau={tau}",
+                    all(a < b for a, b in zip(ct, ct[1:])), f"c* = {ct}"))
+        k = beta_one_limit(tau)[1]
+        last = cg[-1] * (1.0 - betas[-1])
+        out.append((f"EF(gamma*) grows like K/(1-beta), tau={tau}",
+                    all(a < b for a, b in zip(cg, cg[1:])) and abs(last - k) < 0.02 * k,
+                    f"c* = {cg}, (1-beta)c* at 0.999 = {last:.5f}, K = {k:.5f}"))
+    return out
+
+
 # --------------------------------------------------------------------------- proofs
 def _common_steps(tau: int, ef: bool) -> tuple[list[Step], list[sp.Expr]]:
     P = char_poly_expr(beta, tau, ef, var=p)
@@ -698,7 +713,7 @@ def _case_steps(tau: int, ef: bool) -> list[Step]:
                    r"$\delta_3 = (\text{neg})\,\psi\varphi > 0$ ($\psi > 0 > \varphi$), "
                    r"$\delta_4 > 0$ ($p^* < 2/3$); $\delta_3 = 0$ at $p^*$",
     }[(tau, ef)]
-    steps.append(Step("SC12 sign bookkeeping", "cited",
+    steps.append(Step("SC12 sign bookkeeping", "reasoning",
                       eq(sp.Symbol("c^*"), sp.Symbol("p^*") / (1 - beta)),
                       "combination of the verified sign facts above with SC2: " + glue))
     return steps
@@ -850,7 +865,7 @@ def _ef_gamma_tau1_steps() -> list[Step]:
              eq(pf.subs(gamma_sym, 1), critical_p_expr(1, True)), domain=DOMAIN_P),
         Step(r"SC12 $\gamma = 0$ gives T3[$\tau = 1$]", "identity",
              eq(pf.subs(gamma_sym, 0), critical_p_expr(1, False))),
-        Step("SC13 sign bookkeeping", "cited",
+        Step("SC13 sign bookkeeping", "reasoning",
              eq(sp.Symbol("c^*"), sp.Min(sp.Symbol("p_f"), sp.Symbol("p_g")) / (1 - beta)),
              r"SC4–SC8 with SC2: $\{f<0\}$ and $\{g<0\}$ are intervals $(0, p_f)$, $(0, p_g)$ "
              r"of $p > 0$ (convex, negative at 0), so the recursion is stable exactly for "
@@ -890,7 +905,7 @@ def _ef_gamma_opt_steps() -> list[Step]:
         Step(r"SO9 $\beta \to 1$: $\gamma^* \to 2$", "identity", eq(ghat.subs(beta, 1), 2)),
         Step(r"SO10 $\beta \to 1$: $(1 - \beta)c^* \to 1/4$", "identity",
              eq(sp.cancel(chat * (1 - beta)).subs(beta, 1), sp.Rational(1, 4))),
-        Step("SO11 sign bookkeeping", "cited", eq(sp.Symbol("c^*"), chat),
+        Step("SO11 sign bookkeeping", "reasoning", eq(sp.Symbol("c^*"), chat),
              r"SO1: no $(p, \gamma)$ with $p \ge \hat p$ is stable; SO4, SO5, SO7: at "
              r"$\hat\gamma$ every $p \in (0, \hat p)$ has $f < 0$, $g < 0$ (stable by SC4); "
              r"SO2: every other $\gamma$ has $p_f(\gamma) < \hat p$"),
@@ -995,4 +1010,4 @@ __all__ = ["char_poly", "char_poly_expr", "state_matrix", "schur_cohn", "critica
            "critical_step_gamma_expr", "optimal_gamma_tau1_exprs", "optimal_gamma",
            "optimal_gamma_search",
            "certify_optimal_gamma", "stabilising_gammas", "beta_one_limit",
-           "ef_gamma_results"]
+           "ef_gamma_results", "ef_growth_table", "ef_growth_checks"]

@@ -59,11 +59,13 @@ def _steps() -> list[Step]:
               uses=((t2, 1),))
     t4 = Step("TC3b factor at least -h (lower)", "inequality", ge(lam * G2 - h, -h),
               r"$\lambda g^2 \ge 0$")
-    t5 = Step("TC4 compensated is closer", "cited",
-              le(_Tex(r"\lvert\hat g - \nabla f(x_n)\rvert"),
-                 _Tex(r"\lvert g - \nabla f(x_n)\rvert")),
-              r"$|\hat g - \nabla f(x_n)| = |\lambda g^2 - h|\,|\Delta| \le h|\Delta| = "
-              r"|g - \nabla f(x_n)|$ by TC1, TC3, TC3b")
+    dd = sp.Symbol(r"\Delta", real=True)  # x_n - x_s
+    t5 = Step("TC4 compensated is closer (squared)", "inequality",
+              le((lam * G2 - h) ** 2 * dd**2, h**2 * dd**2),
+              r"$h^2 - (\lambda g^2 - h)^2 = \lambda g^2 (2h - \lambda g^2)$: TC2 times "
+              r"$\lambda g^2\Delta^2 \ge 0$; by TC1 the left side is "
+              r"$|\hat g - \nabla f(x_n)|^2$ and the right $|g - \nabla f(x_n)|^2$",
+              uses=((t2, lam * G2 * dd**2),))
     return [t1, t2, t3, t4, t5]
 
 

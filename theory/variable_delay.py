@@ -129,7 +129,7 @@ def _steps(nesterov: bool) -> list[Step]:
              r"$x_{t-\tau_s}$; $\tau_{\min} \le \tau_s \le \tau_{\max}$ (pinned to the "
              r"multi-process executor by P6.model and P6.orbit of verify/)", refs=("BAND",)),
         Step(r"MODEL' $\tau_s \le \tau_{\max}$", "assumption", le(taus(s), tau_max)),
-        Step("W0 product norm", "cited", eq(TexSymbol(r"\|x\|"), TexSymbol(r"\max_s\|x_s\|")),
+        Step("W0 product norm", "reasoning", eq(TexSymbol(r"\|x\|"), TexSymbol(r"\max_s\|x_s\|")),
              "the LMO of the max-norm ball is blockwise (Muon per matrix); one step moves every "
              r"block by at most $\eta(1+\epsilon_1)$, so $\|x_t - x_{t-\tau_s}\| \le \tau_s \eta "
              r"(1+\epsilon_1)$",
@@ -153,12 +153,12 @@ def _steps(nesterov: bool) -> list[Step]:
               "the block lemma instantiated for block $s$ (its $n_s$ applied steps, $L_s$, "
               r"$\rho_s \sigma_s$, initial error $G_s$, delay $\tau_s$)",
               uses=((blast, 1, inst),))
-    w2 = Step("W2 block initial error", "cited",
+    w2 = Step("W2 block initial error", "reasoning",
               le(Gs(s), gs(s) + Ls(s) * (taus(s) - tau_min) * eta * r),
               r"block $s$ starts at $x_{\tau_s - 1}$, at most $\tau_s - \tau_{\min}$ moving steps "
               r"from $x_0$; A2b; $g_s = \mathbb{E}\|m_{s,-1} - \nabla_s f(x_0)\|$",
               refs=("A2b", "INIT"))
-    w3a = Step("W3a applied steps of block s", "cited", eq(ns(s), K + tau_max - taus(s)),
+    w3a = Step("W3a applied steps of block s", "reasoning", eq(ns(s), K + tau_max - taus(s)),
                r"the run has $\tau_{\max} + K$ steps; block $s$ applies from $t = \tau_s$")
     w3 = Step(r"W3 $n_s \le K + \tau_{\max} - \tau_{\min}$", "inequality",
               le(ns(s), K + tau_max - tau_min), uses=((steps[0], 1),), rewrites=(w3a,))
@@ -199,7 +199,7 @@ def _steps(nesterov: bool) -> list[Step]:
                    nonnegative=True)
     SE = sp.Symbol(r"\Sigma_t\sum_{s\in S_t}\mathbb{E}\|e_s\|", nonnegative=True)
     Mv = sp.Symbol("M", nonnegative=True)
-    w6a = Step("W6a per-step descent on the active blocks, summed", "cited",
+    w6a = Step("W6a per-step descent on the active blocks, summed", "reasoning",
                le(Ft(Tn) - Ft(0), -(1 - eps2) * eta * (SN + SP) + eta * Cp * SE
                   + Mv * L * eta**2 * r**2 / 2),
                "per step t: D1-D10 of T1 for the product norm over the active blocks $S_t$ "
@@ -254,7 +254,7 @@ def _steps(nesterov: bool) -> list[Step]:
                ge(sp.diff(pd, Pn), 0), mono=(pd, Pn, 1, None), domain=DOMAIN_T4)
     tb = bound.subs({tau_max: 1, tau_min: 1, tau_eff: 1})
     w13 = Step(r"W13 2BW: $\tau_{\text{eff}} = 1$ at every depth and split", "identity",
-               eq(ssum(Ls(s) * 1), L),
+               eq(d_te.model[tau_eff].subs(taus(s), 1), 1),
                r"with $\tau_s = 1$ for $s < P$: $\sum_{s<P} L_s\tau_s = \sum_s L_s = L$ (W4a), so "
                r"$\tau_{\text{eff}} = \tau_{\max} = \tau_{\min} = 1$ whatever $P$ and the $L_s$",
                rewrites=(d_ls,))

@@ -187,6 +187,11 @@ class DelayedOptimizer:
         if ef_without_delay and correction != "ef":
             raise ValueError(f"ef_without_delay applies to correction='ef' only (this wrapper has "
                              f"correction={correction!r})")
+        if ef_without_delay and isinstance(ef_gamma, str):
+            # γ*(β, 0) is 0 (at τ = 0 every γ > 0 narrows the stable range, T3[τ=0, EF(γ)]):
+            # "auto" would silently turn the control into the plain method
+            raise ValueError(f"ef_gamma={ef_gamma!r} with ef_without_delay: T3's γ* is for delays "
+                             "τ ≥ 1 (it is 0 at τ = 0, i.e. no EF); give γ as a number")
         #: EF(γ) on every step, delayed or not (the τ = 0 control; module docstring).
         self.ef_without_delay = bool(ef_without_delay)
         self.taylor_lambda = float(taylor_lambda)

@@ -498,6 +498,10 @@ def validate(cfg: Config, world_size: int | None = None) -> None:
     # EF alone, without a delay (a synchronous schedule, in one process): the control that tells
     # what the extrapolation does to the optimizer from what it corrects of the delay
     ef_alone = not cfg.is_async and dl.correction == "ef"
+    if ef_alone and dl.ef_gamma == "auto":
+        raise ConfigError("delay.ef_gamma=auto picks T3's γ*(β, τ) for a delay τ ≥ 1 (it is 0, "
+                          "no EF, without a delay); with a synchronous schedule give γ as a "
+                          "number, e.g. --delay.ef_gamma 1")
     if ef_alone and world_size is not None and world_size > 1:
         raise ConfigError("delay.correction='ef' with a synchronous schedule (EF without a "
                           "delay) runs in one process; launch it without torchrun, or choose "
