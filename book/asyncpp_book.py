@@ -93,9 +93,10 @@ def md_table(header: list[str], rows: list[list], align: str | None = None) -> s
 
 # -- theory ------------------------------------------------------------------------------------
 STATUS_BADGE = {"verified": "bdg-success", "FAILED": "bdg-danger", "assumed": "bdg-warning",
-                "cited": "bdg-info"}
+                "cited": "bdg-info", "reasoned": "bdg-secondary"}
 KIND_TEXT = {"identity": "identity", "sum": "sum (induction)", "inequality": "inequality",
-             "monotonicity": "monotonicity", "assumption": "assumption", "cited": "cited fact"}
+             "monotonicity": "monotonicity", "assumption": "assumption", "cited": "cited fact",
+             "reasoning": "own reasoning (unchecked)"}
 
 
 def md_text(text) -> str:
@@ -175,7 +176,7 @@ def check_statuses(result) -> tuple[list[str], bool]:
 
 
 def status_counts(statuses: list[str]) -> dict[str, int]:
-    """``{status: count}`` in the order verified, FAILED, assumed, cited."""
+    """``{status: count}`` in the order verified, FAILED, assumed, cited, reasoned."""
     return {k: statuses.count(k) for k in STATUS_BADGE if statuses.count(k)}
 
 
@@ -478,7 +479,7 @@ def trust_md(result, statuses: list[str]) -> str:
     """What the proof assumes or cites (not machine-checked), and any step whose check failed."""
     rows = []
     for step, status in zip(result.steps, statuses):
-        if status in ("assumed", "cited", "FAILED"):
+        if status in ("assumed", "cited", "reasoned", "FAILED"):
             rows.append(f"- {badge(status)} **{md_math(step.name)}**: "
                         f"{md_math(step.note) or '—'}")
     if not rows:

@@ -535,7 +535,8 @@ class Result:
         lines.append(r"\begin{align*}")
         for s in self.steps:
             tag = {"identity": "id", "sum": "sum", "inequality": "ineq", "definition": "def",
-                   "monotonicity": "mono", "assumption": "assumed", "cited": "cited"}[s.kind]
+                   "monotonicity": "mono", "assumption": "assumed", "cited": "cited",
+                   "reasoning": "reasoned"}[s.kind]
             lines.append(rf"&{s.latex()} && \text{{[{_tex_text(s.name)}; {tag}]}}\\")
         lines.append(r"\end{align*}")
         return "\n".join(lines)

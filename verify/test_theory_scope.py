@@ -19,8 +19,10 @@ REASONING = ("E4", "E13", "SC12", "SC13", "SO11", "N3", "N4", "TI3", "MC8", "W0"
 
 
 def _steps_named(prefix: str):
+    # SC12/SC13 also number checked steps of other results; the reasoning ones say what they do
     return [s for r in theory.all_results() for s in r.steps
-            if s.name.split(" ", 1)[0] == prefix]
+            if s.name.split(" ", 1)[0] == prefix
+            and (prefix not in ("SC12", "SC13") or "sign bookkeeping" in s.name)]
 
 
 @pytest.mark.parametrize("prefix", REASONING)
@@ -90,7 +92,8 @@ def test_tau0_ef_recursion_decays_below_and_grows_above(beta, gamma):
 
 
 def test_tau0_ef_narrows_the_plain_range_and_tau1_ef_widens_it():
-    for b in (0.5, 0.9, 0.99):
+    # (at beta = 1/2 the paper's EF at tau = 1 is exactly 1, as without it: it widens above)
+    for b in (0.6, 0.9, 0.99):
         plain0 = stability.critical_step(b, 0)
         assert ef_nodelay.critical_step_nodelay(b, 1.0) == pytest.approx(plain0 / 3, rel=1e-12)
         assert stability.critical_step(b, 1, True) > stability.critical_step(b, 1)

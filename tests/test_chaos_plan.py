@@ -1,0 +1,38 @@
+"""experiments/chaos.py: the nudged learning rates and the resumable plan, on the real
+opt-180k results (no training)."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+EXP = Path(__file__).resolve().parent.parent / "experiments"
+sys.path.insert(0, str(EXP))
+
+import chaos  # noqa: E402
+import sweep  # noqa: E402
+
+
+def test_nudged_moves_whole_units_in_the_last_place():
+    for lr in (0.16, 0.01, 0.04):
+        got = [chaos.nudged(lr, j) for j in range(4)]
+        assert got[0] == lr
+        assert all(b - a == math.ulp(a) for a, b in zip(got, got[1:]))
+
+
+def test_plan_is_the_claims_cell_nudged_and_resumes(tmp_path):
+    tier = sweep.get_tier("opt-180k")
+    todo = chaos.plan(tier, ["muon-sync"], 0, 3, tmp_path)
+    assert [c.name for c, _ in todo] == [f"chaos-muon-sync-ulp{j}" for j in (1, 2, 3)]
+    claims = json.loads((tier.results / "muon-sync-seed0.json").read_text())["overrides"]
+    lrs = [float(c.overrides["optimizer.lr"]) for c, _ in todo]
+    assert lrs == [chaos.nudged(float(claims["optimizer.lr"]), j) for j in (1, 2, 3)]
+    # everything else is the claims cell's configuration
+    rest = {k: v for k, v in todo[0][0].overrides.items()
+            if k not in ("optimizer.lr", "optimizer.adamw_lr")}
+    assert rest.items() <= {k: v for k, v in claims.items()}.items()
+    (tmp_path / "chaos-muon-sync-ulp1-seed0.json").write_text("{}")
+    assert [c.name for c, _ in chaos.plan(tier, ["muon-sync"], 0, 3, tmp_path)] == [
+        "chaos-muon-sync-ulp2", "chaos-muon-sync-ulp3"]
