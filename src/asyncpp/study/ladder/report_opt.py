@@ -13,10 +13,13 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-import report_common as rc
-import stats
-import tables_opt as to
-from report_common import LABEL, Val, compare_cells, grid, loss, section, vals
+from . import report_common as rc
+from . import stats
+from . import tables_opt as to
+from .plotting import pyplot
+from .report_common import LABEL, Val, compare_cells, grid, loss, section, vals
+from .report_zero_gap import table_zero_gap
+from .tiers import get_tier
 
 MODE_LABEL = {"sync": "synchronous (1F1B)", "async": "2BW", "ef": "2BW + EF",
               "efg": "2BW + EF(γ*)", "nag": "2BW + Nesterov", "syncstart": "2BW, sync start",
@@ -134,8 +137,6 @@ def _share_line(R, o: str, min_seeds: int = 3) -> str:
 
 
 def section_claims(R, tier):
-    from report_zero_gap import table_zero_gap
-
     cells = {rc.tc.name(o, m) for o in to.MAIN_OPTIMIZERS for m in ("sync", "async", "ef", "efg")}
     k = rc.min_seeds_of(tier.name)
     body = ["", f"Regime: {regime(R, cells)}. "
@@ -226,13 +227,8 @@ def _tick(x: float) -> str:
 
 def _plot(points: dict[str, list[tuple[float, stats.Paired]]], xlabel: str, path: Path,
           logx: bool = True) -> Path | None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import matplotlib.ticker
-
-    if not any(points.values()):
+    plt = pyplot()
+    if plt is None or not any(points.values()):
         return None
     # 7 in wide at 100 dpi: shown at the 700-px column width the fonts keep their size
     fig, ax = plt.subplots(figsize=(7, 3.6), dpi=100)
@@ -251,7 +247,7 @@ def _plot(points: dict[str, list[tuple[float, stats.Paired]]], xlabel: str, path
         # "2×10¹" hides which lengths and sizes were run
         xs = sorted({x for pts in points.values() for x, _ in pts})
         ax.set_xticks(xs, [_tick(x) for x in xs])
-        ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+        ax.xaxis.set_minor_locator(plt.NullLocator())
     ax.set_xlabel(xlabel, fontsize=11)
     ax.set_ylabel("val loss, 2BW − sync", fontsize=11)
     ax.tick_params(labelsize=10)
@@ -270,8 +266,6 @@ def figure_tokens(R, path: Path) -> Path | None:
 
 
 def figure_params(path: Path) -> Path | None:
-    from sweep import get_tier
-
     pts: dict[str, list] = {LABEL[o]: [] for o in to.MAIN_OPTIMIZERS}
     for t in LADDER_TIERS:
         try:

@@ -23,8 +23,13 @@ from __future__ import annotations
 import dataclasses
 import math
 
-import stats
-from report_common import LABEL, no_share_reason, pair, seed_gaps, share
+from scipy import stats as st
+
+from . import stats
+from . import tables_opt as to
+from .report_common import LABEL, load_results, no_share_reason, pair, seed_gaps, share
+from .report_zero_gap import zero_gap_row
+from .tiers import get_tier
 
 MIN_SEEDS = 3  # every verdict cell; the token ladder runs 2 seeds (TOKEN_SEEDS)
 TOKEN_SEEDS = 2
@@ -98,8 +103,6 @@ def welch(a: list[float], b: list[float]) -> stats.Paired | None:
     if se == 0:
         return stats.Paired(d, 0.0, min(sa.n, sb.n), d, d, int(d > 0), int(d < 0), (), ())
     dof = (va + vb) ** 2 / (va ** 2 / (sa.n - 1) + vb ** 2 / (sb.n - 1))
-    from scipy import stats as st
-
     half = float(st.t.ppf(0.5 + stats.CONFIDENCE / 2, dof)) * se
     return stats.Paired(d, se, min(sa.n, sb.n), d - half, d + half, int(d > 0), int(d < 0),
                         (), ())
@@ -168,8 +171,6 @@ def parts(key: str, tiers: dict) -> list[Part]:
                     else f"{LABEL[o]}: EF(γ*) not above EF (no difference predicted)")
                 for o in ("adamw", "muon", "soap")]
     if key == "L5":
-        from report_zero_gap import zero_gap_row
-
         out = []
         for t, R in tiers.items():
             for o, sign in (("muon", 0), ("adamw", +1)):
@@ -258,10 +259,7 @@ def _null(R, a: str, b: str, text: str) -> Part:
 
 
 def _lr_part(tier: str, o: str, m: str) -> Part:
-    import sweep
-    import tables_opt as to
-
-    t = sweep.get_tier(tier)
+    t = get_tier(tier)
     a, s = to.settled_lr(t, o, m), to.settled_lr(t, o, "sync")
     text = f"`{tier}`: {LABEL[o]}'s {m} lr* not above its sync lr*"
     if a is None or s is None:
@@ -280,12 +278,9 @@ def combine(ps: list[Part]) -> str:
 
 
 def _tiers() -> dict:
-    import sweep
-    from report_common import load_results
-
     out = {}
     for t in ("opt-180k", "opt-580k"):
-        R = load_results(sweep.get_tier(t).results)
+        R = load_results(get_tier(t).results)
         if R or t == "opt-180k":
             out[t] = R
     return out

@@ -18,16 +18,13 @@ import dataclasses
 import json
 import math
 import re
-import sys
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-if str(HERE) not in sys.path:
-    sys.path.insert(0, str(HERE))
+from . import stats, tables
+from . import tables_cells as tc
+from .paths import EXPERIMENTS
 
-import stats  # noqa: E402
-import tables  # noqa: E402
-import tables_cells as tc  # noqa: E402
+HERE = EXPERIMENTS
 
 PAPER_360M = {  # the paper's 360M results, final val loss (sync, async, async+EF)
     "muon": (2.578, 2.590, 2.583),
