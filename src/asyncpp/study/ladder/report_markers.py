@@ -20,7 +20,14 @@ from asyncpp.data import load_data
 from asyncpp.train.config import from_dict
 
 from . import stats
-from .ladder_verdicts import MIN_SEEDS, PREREGISTERED_SEEDS, evidence_of, verdict_of
+from .ladder_verdicts import (
+    MIN_SEEDS,
+    PREREGISTERED_SEEDS,
+    evidence_of,
+    protocol_evidence_of,
+    protocol_verdict_of,
+    verdict_of,
+)
 from .report_beyond import gap_ratio
 from .report_common import (
     LABEL,
@@ -152,10 +159,13 @@ def number(key: str) -> str:
       holds, does not hold, within noise, pending; ``ladder_verdicts``), ``predwhy/L`` its
       parts with their evidence (the tier in the key is ignored: they read every ladder tier);
       ``pred3/L``, ``predwhy3/L`` the same on the pre-registered seeds 0–2 only;
+      ``prednew/L``, ``prednewwhy/L`` (L3, L6) the verdict and parts under the study
+      protocol's tests (share ≥ 50 % with Fieller's interval; the slope over log₂ tokens);
     - ``paper/gap/O``, ``paper/rec/O`` — the paper's 360M gap and EF share (``PAPER_360M``);
       ``paper/gaprank/O`` where that gap ranks among the paper's ("smallest", …, "largest").
     """
-    if key.split(":")[0].split("/")[1:2] in (["pred"], ["predwhy"], ["pred3"], ["predwhy3"]):
+    if key.split(":")[0].split("/")[1:2] in (["pred"], ["predwhy"], ["pred3"], ["predwhy3"],
+                                             ["prednew"], ["prednewwhy"]):
         return _number(key)  # prose with names in it ("opt-180k"): its numbers carry "−"
     return minus(_number(key))
 
@@ -200,6 +210,11 @@ def _pred(k: Key) -> str:
     """Every ladder tier's results (the key's tier is ignored)."""
     fn = evidence_of if "why" in k.kind else verdict_of
     return fn(k.args[0], seeds=PREREGISTERED_SEEDS if k.kind.endswith("3") else None)
+
+
+def _prednew(k: Key) -> str:
+    """The study protocol's reading of L3 or L6 (``ladder_verdicts.protocol_parts``)."""
+    return (protocol_evidence_of if "why" in k.kind else protocol_verdict_of)(k.args[0])
 
 
 def _count(k: Key) -> str:
@@ -419,6 +434,7 @@ KINDS: dict[str, Callable[[Key], str]] = {
     **dict.fromkeys(("zerogap", "zerogapsd", "zerogappd", "zerogapvd"), _zerogap),
     "flatdrop": _flatdrop,
     **dict.fromkeys(("pred", "predwhy", "pred3", "predwhy3"), _pred),
+    "prednew": _prednew, "prednewwhy": _prednew,
 }
 
 
