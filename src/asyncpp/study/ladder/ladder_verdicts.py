@@ -1,6 +1,6 @@
 r"""The verdicts of the compute-optimal ladder's predictions L1–L10 (experiments/README.md,
 "Compute-optimal ladder: predictions", committed before the first run), computed from the
-result files by the rule of ``stats.py``.
+result files by the rule of ``stats``.
 
 Each prediction is split into its parts; a part states a direction ("AdamW's gap is above
 zero", "EF(γ*) − EF is not above zero") and gets one of

@@ -1,4 +1,5 @@
-r"""The study protocol's tests where they change a ladder verdict, shown beside the old rule's.
+r"""The study protocol's tests where they change a ladder verdict, shown beside the old rule's:
+the ladder's reading of ``asyncpp.study.stats`` (which computes every interval below).
 
 Runs are paired by seed, and every comparison uses only the seeds common to all the cells it
 reads. With :math:`S_k, A_k, C_k` the final validation losses of seed k of the synchronous,
@@ -29,8 +30,7 @@ import dataclasses
 import math
 from collections.abc import Mapping
 
-from scipy import stats as _st
-
+from .. import stats as study_stats
 from . import stats
 
 STATED = "established"
@@ -55,49 +55,41 @@ class Share:
         return f"{self.share:.0f} % [{self.lo:.0f}, {self.hi:.0f}]"
 
 
-def _common(*cells: Mapping[int, float]) -> list[int]:
-    return sorted(set.intersection(*(set(c) for c in cells)))
-
-
 def fieller_share(sync: Mapping[int, float], delayed: Mapping[int, float],
                   corrected: Mapping[int, float]) -> Share:
-    """:math:`\\bar N/\\bar D` in % with Fieller's 95 % interval (module docstring)."""
-    ks = _common(sync, delayed, corrected)
-    n = len(ks)
-    if n < 2:
-        return Share(None, None, None, n)
-    num = [delayed[k] - corrected[k] for k in ks]
-    den = [delayed[k] - sync[k] for k in ks]
-    nb, db = sum(num) / n, sum(den) / n
-    if db == 0:
-        return Share(None, None, None, n)
-
-    def cov(x, xb, y, yb):
-        return sum((a - xb) * (b - yb) for a, b in zip(x, y)) / (n - 1) / n
-
-    vnn, vdd, vnd = cov(num, nb, num, nb), cov(den, db, den, db), cov(num, nb, den, db)
-    t2 = stats.t_quantile(n) ** 2
-    a = db * db - t2 * vdd
-    b = -2 * (nb * db - t2 * vnd)
-    c = nb * nb - t2 * vnn
-    if a <= 0:
-        return Share(100 * nb / db, None, None, n)
-    # at ρ = N̄/D̄ the quadratic is −t²·var(N − ρD)/n ≤ 0, so with a > 0 its discriminant is
-    # ≥ 0: a negative one is rounding (zero spread), and the interval is the point
-    r = math.sqrt(max(b * b - 4 * a * c, 0.0))
-    lo, hi = sorted(((-b - r) / (2 * a), (-b + r) / (2 * a)))
-    return Share(100 * nb / db, 100 * lo, 100 * hi, n)
+    """:math:`\bar N/\bar D` in % with Fieller's 95 % interval
+    (``asyncpp.study.stats.fieller_share``); None fields with fewer than 2 common seeds."""
+    try:
+        f = study_stats.fieller_share(delayed, corrected, sync)
+    except study_stats.TooFewSeeds:
+        return Share(None, None, None, len(study_stats.common(sync, delayed, corrected)))
+    if not math.isfinite(f.estimate):
+        return Share(None, None, None, f.n)
+    lo, hi = f.lo, f.hi
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        # bounded exactly when the gap's own interval excludes zero; an unbounded answer
+        # then is a discriminant rounded below zero (no spread in either difference), where
+        # the interval is the point N̄/D̄ itself
+        gap = study_stats.paired_t(delayed, sync)
+        if not (gap.lo > 0 or gap.hi < 0):
+            return Share(100 * f.estimate, None, None, f.n)
+        lo = hi = f.estimate
+    return Share(100 * f.estimate, 100 * lo, 100 * hi, f.n)
 
 
 def share_at_least(sync: Mapping[int, float], delayed: Mapping[int, float],
                    corrected: Mapping[int, float], s: float) -> stats.Paired | None:
-    """The paired difference :math:`(A_k - C_k) - s(A_k - S_k)` over the common seeds
-    (module docstring); None with no common seed."""
-    ks = _common(sync, delayed, corrected)
-    if not ks:
+    """The paired difference :math:`(A_k - C_k) - s(A_k - S_k)` over the common seeds, as
+    ``stats.Paired`` (its interval ``asyncpp.study.stats.share_at_least``'s); None with fewer
+    than 2 common seeds."""
+    try:
+        z = study_stats.share_at_least(delayed, corrected, sync, s)
+    except study_stats.TooFewSeeds:
         return None
-    x = {k: (delayed[k] - corrected[k]) - s * (delayed[k] - sync[k]) for k in ks}
-    return stats.paired(x, dict.fromkeys(ks, 0.0))
+    d = tuple((delayed[k] - corrected[k]) - s * (delayed[k] - sync[k]) for k in z.seeds)
+    sd = math.sqrt(sum((x - z.estimate) ** 2 for x in d) / (z.n - 1))
+    return stats.Paired(z.estimate, sd, z.n, z.lo, z.hi, sum(x > 0 for x in d),
+                        sum(x < 0 for x in d), z.seeds, d)
 
 
 def share_test_word(p: stats.Paired | None) -> str:
@@ -127,17 +119,11 @@ class Slope:
 
 
 def gap_slope(points: list[tuple[float, float]]) -> Slope | None:
-    """The slope of gap on :math:`\\log_2` (tokens per parameter) over ``points`` =
-    [(tokens per parameter, gap of one seed), …] (module docstring); None with fewer than 3
-    points or one length only."""
-    if len(points) < 3 or len({k for k, _ in points}) < 2:
+    r"""The slope of gap on :math:`\log_2` (tokens per parameter) over ``points`` =
+    [(tokens per parameter, gap of one seed), …] (``asyncpp.study.stats.gap_slope`` on
+    :math:`x = \log_2 k`); None with fewer than 3 points or one length only."""
+    try:
+        f = study_stats.gap_slope([(math.log2(k), g) for k, g in points])
+    except study_stats.TooFewSeeds:
         return None
-    m = len(points)
-    xs = [math.log2(k) for k, _ in points]
-    ys = [g for _, g in points]
-    xb, yb = sum(xs) / m, sum(ys) / m
-    sxx = sum((x - xb) ** 2 for x in xs)
-    b = sum((x - xb) * (y - yb) for x, y in zip(xs, ys)) / sxx
-    ssr = sum((y - yb - b * (x - xb)) ** 2 for x, y in zip(xs, ys))
-    half = float(_st.t.ppf(0.5 + stats.CONFIDENCE / 2, m - 2)) * math.sqrt(ssr / (m - 2) / sxx)
-    return Slope(b, b - half, b + half, m)
+    return Slope(f.estimate, f.lo, f.hi, f.n)

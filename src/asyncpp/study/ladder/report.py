@@ -1,5 +1,5 @@
 r"""Every table (Markdown, ``tables.md``) and figure (PNG, ``figures/``) of the reproduction,
-from the results JSON only (``<tier>/results/<cell>-seed<k>.json``, see sweep.py).
+from the results JSON only (``<tier>/results/<cell>-seed<k>.json``, see ``sweep``).
 
 Definitions (per seed s, paired: the same seed means the same initialisation and data order):
 
@@ -12,16 +12,20 @@ with :math:`L` the final validation loss and bars the mean over the seeds presen
 cells compared. A cell is mean ± sample sd over its seeds, n in the column header; a
 comparison is the paired difference with its 95 % t-interval, the seeds that go the way of its
 mean and the verdict of ``stats.verdict`` ("within noise" unless the interval excludes zero).
-All of it is ``stats.py``.
+All of it is ``stats``.
 
-This module is the entry point; the work is split by concern:
+This module is the entry point (:func:`report_tier`, :func:`build_report`, ``main``); the
+work is split by concern, each module importing only those listed before it:
 
-- ``tables.py`` — the declarations (which tables a tier has, their cells, seeds, renderers);
-- ``report_common.py`` — reading results, formatting values and paired comparisons;
-- ``report_paper.py`` (Tables 0–7), ``report_beyond.py`` (EF(γ*), Nesterov, WPipe),
-  ``report_why.py`` (H1–H5), ``report_zero_gap.py``, ``report_gpu.py`` (the gpu tier);
-- ``report_figures.py`` — every figure, sized for a 700-px column;
-- ``report_markers.py`` — the numbers quoted in prose (``number``, ``--fill-readme``).
+- ``tiers`` — each tier read from its study file; ``tables`` — the declarations (which
+  tables a tier can run, their cells and seeds);
+- ``report_common`` — reading results, formatting values and paired comparisons;
+  ``protocol`` — the study protocol's tests shown beside the old rule;
+- ``report_paper`` (Tables 0–7), ``report_beyond`` (EF(γ*), Nesterov, WPipe),
+  ``report_why`` (H1–H5), ``report_zero_gap``, ``report_opt`` (the ladder), ``report_gpu``;
+- ``report_figures`` — every figure, sized for a 700-px column;
+- ``report_markers`` — the numbers quoted in prose (``number``, ``--fill-readme``);
+- ``sections`` — :data:`~sections.SECTIONS`, table id → the function that renders it.
 
 Usage: ``python experiments/report.py [--tier tiny|small|gpu] [--results DIR] [--out DIR]``;
 every tier writes ``experiments/<tier>/tables.md`` and ``experiments/<tier>/figures/`` from

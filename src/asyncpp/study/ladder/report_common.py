@@ -1,5 +1,5 @@
 r"""What every table of the report shares: reading the results, one cell's seed values, and the
-three ways a table states a number, all through ``stats.py``:
+three ways a table states a number, all through ``stats``:
 
 - a cell's final validation loss, mean ± sd over its seeds; the column header carries n
   (a cell whose n differs from its column's says so: "(n=1)");

@@ -296,7 +296,7 @@ EXTRA_SEEDS = {t.id: t.extra_seeds for t in TABLES.values() if t.extra_seeds}
 
 
 def table_cells(table: str, tier: Tier) -> list[Cell]:
-    """The cells of one table of ``tier``, in run order (the declarations of ``tables.py``;
+    """The cells of one table of ``tier``, in run order (the declarations of ``tables``;
     table ids: lr, 1, 2, 3, 4, 5, 7, flat, efg, efg-beta, efg-depth, nag, wpipe, h1, h3-tune,
     h3, h4, h5, gpu, gpu135)."""
     return cells(table, tier)

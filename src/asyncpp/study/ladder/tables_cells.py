@@ -1,6 +1,6 @@
 r"""The vocabulary of the experiment tables: training modes, grids and the names of cells, made
-in one place and read by the sweep (``sweep.py``, which runs them), the declarations
-(``tables.py``) and the report (``report.py``, which reads their results).
+in one place and read by the sweep (``sweep``, which runs them), the declarations
+(``tables``) and the report (``report``, which reads their results).
 
 A *cell* is one training configuration: a base TOML of ``experiments/configs/`` plus
 ``--section.key`` overrides, what ``asyncpp-train --config BASE --k v ...`` runs. Its name is
