@@ -101,6 +101,16 @@ def test_the_cli_answers_a_bad_study_with_exit_2_and_writes_nothing(tmp_path, ca
     assert not (tmp_path / "out").exists()
 
 
+def test_plan_and_status_of_a_study_without_an_lr_grid(tmp_path, capsys):
+    tiny = str(ROOT / "configs" / "study-tiny.toml")
+    assert cli.main(["plan", tiny, "--out", str(tmp_path)]) == 0
+    line = "0 selection + 6 claims run(s) (6 distinct), 0 on disk"
+    assert line in capsys.readouterr().out
+    assert cli.main(["status", tiny, "--out", str(tmp_path)]) == 0
+    assert capsys.readouterr().out.strip() == line
+    assert not tmp_path.joinpath("results").exists()
+
+
 def test_report_without_results_is_exit_2(tmp_path, capsys):
     p = _write(tmp_path, GOOD)
     assert cli.main(["report", str(p), "--out", str(tmp_path / "out")]) == 2

@@ -87,8 +87,11 @@ def selection_runs(study: Study) -> list[Run]:
 
 
 def chosen_lrs(study: Study) -> dict[str, dict]:
-    """``{cell: LrChoice as dict}`` for every cell whose selection runs are all on disk."""
-    out = {}
+    """``{cell: LrChoice as dict}`` for every cell whose selection runs are all on disk
+    (empty for a study without an lr grid)."""
+    out: dict[str, dict] = {}
+    if not study.lr_grid:
+        return out
     for c in study.cells:
         scores: dict[float, dict[int, float]] = {}
         for r in selection_runs(study):
