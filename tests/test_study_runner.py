@@ -191,3 +191,56 @@ b = "c"
     # the same comparison: significant on its own p, not once adjusted for two primaries
     assert rows["ab"]["p"] < 0.05 < rows["ab"]["p_holm"]
     assert rows["x"]["verdict"] == "a > c" and rows["ab"]["verdict"] == "not established"
+
+
+def test_torchrun_studies_launch_one_torchrun_per_run(tmp_path):
+    s = dataclasses.replace(_study(tmp_path), launcher="torchrun", nproc=2)
+    r = runner.claims_runs(s)[0][0]
+    cmd = runner.command(s, r, resume=True)
+    assert cmd[:5] == ["torchrun", "--standalone", "--nproc-per-node=2", "-m",
+                       "asyncpp.train.cli"]
+    assert cmd[-1] == "--resume" and "--run.overwrite" not in cmd
+    assert r.key != runner.claims_runs(_study(tmp_path))[0][0].key  # launcher is in the key
+
+
+def test_report_of_share_and_slope_endpoints_reads_as_the_audit(tmp_path):
+    """AdamW at opt-180k, its committed results as a study's: EF's share of the 2BW gap is
+    70 % with Fieller's interval [38 %, 82 %], and "share ≥ 50 %" is not established; the
+    gap's slope against log2 tokens over the token ladder is negative."""
+    res = ROOT / "experiments" / "opt-180k" / "results"
+    names = {"none": "adamw-async", "corr": "adamw-ef", "sync": "adamw-sync",
+             "none5": "adamw-async-tpp5", "sync5": "adamw-sync-tpp5",
+             "none80": "adamw-async-tpp80", "sync80": "adamw-sync-tpp80"}
+    cells = "".join(f"[cells.{c}]\n\"train.steps\" = {i + 10}\n" for i, c in enumerate(names))
+    eps = """
+[[endpoints]]
+name = "half"
+test = "share"
+none = "none"
+corr = "corr"
+sync = "sync"
+s = 0.5
+primary = true
+[[endpoints]]
+name = "trend"
+test = "slope"
+pairs = [["none5", "sync5"], ["none", "sync"], ["none80", "sync80"]]
+"""
+    p = tmp_path / "s.toml"
+    p.write_text(f'[study]\nname = "a"\nbase = "{ROOT / "configs" / "tiny.toml"}"\n'
+                 f'out = "out"\n{cells}[seeds]\nclaims = [0, 1, 2, 3, 4]\n{eps}')
+    s = spec.load(p)
+    for r in runner.claims_runs(s)[0]:
+        f = res / f"{names[r.cell]}-seed{r.seed}.json"
+        if f.is_file():
+            fin = json.loads(f.read_text())["final"]
+            runner.write_json(r.result, {"key": r.key, "cell": r.cell, "seed": r.seed,
+                                         "value": fin["val_loss"], "tokens": fin["tokens"],
+                                         "params": fin["params"], "tokens_per_param": 1.0})
+    half, trend = report.judge(s, report.cell_values(s))
+    sh = half["share"]
+    assert (round(sh["lo"], 2), round(sh["estimate"], 2), round(sh["hi"], 2)) == (0.38, 0.70,
+                                                                                  0.82)
+    assert (round(half["estimate"], 3), round(half["lo"], 3)) == (0.048, -0.014)
+    assert half["verdict"] == "not established" and half["label"].startswith("primary")
+    assert trend["n"] == 9 and trend["hi"] < 0 and trend["verdict"] == "shrinks"
