@@ -244,3 +244,18 @@ pairs = [["none5", "sync5"], ["none", "sync"], ["none80", "sync80"]]
     assert (round(half["estimate"], 3), round(half["lo"], 3)) == (0.048, -0.014)
     assert half["verdict"] == "not established" and half["label"].startswith("primary")
     assert trend["n"] == 9 and trend["hi"] < 0 and trend["verdict"] == "shrinks"
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("after_s", [1, 20])  # while the run starts up; while it trains
+def test_the_deadline_stops_a_running_run_without_a_result_or_a_failure(tmp_path, after_s):
+    s = dataclasses.replace(_study(tmp_path), cells={"a": {"train.steps": 100000}},
+                            claims_seeds=(0,))
+    runs, _ = runner.claims_runs(s)
+    said = []
+    t0 = time.time()
+    out = runner.execute(s, runs, deadline=t0 + after_s, say=said.append)
+    assert (out.trained, out.left, out.failed) == (0, 1, [])
+    assert any(m.startswith("deadline reached") for m in said)
+    assert not runs[0].result.exists()
+    assert time.time() - t0 < 200

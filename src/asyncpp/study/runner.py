@@ -303,7 +303,9 @@ def execute(study: Study, runs: list[Run], lanes: int = 1, deadline: float | Non
                     say(f"[{finished}/{total}] {group[0].label()} done in {wall:.1f}s: "
                         f"{study.metric} {rec['value']:.4f}"
                         f"{_eta(walls, total - finished, lanes)}")
-                elif stopping and p.returncode in (130, 143):
+                elif stopping and p.returncode in (130, 143, -signal.SIGTERM):
+                    # stopped at the deadline: by its handler after a checkpoint (143), or
+                    # by the signal itself while still starting up (-15, nothing to lose)
                     out.left += 1
                 else:
                     log = study.root / "logs" / f"{key}.log"
