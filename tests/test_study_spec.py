@@ -3,6 +3,7 @@ stderr and exit 2 from ``asyncpp-study``, with nothing run or written."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import textwrap
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from asyncpp.study import cli, spec
+from asyncpp.train.config import read_toml
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "configs" / "tiny.toml"
@@ -144,3 +146,23 @@ def test_deadlines_in_every_written_form():
     assert cli.parse_deadline("2023-11-14T23:13:20+01:00", now) == now
     with pytest.raises(ValueError, match="deadline"):
         cli.parse_deadline("soon", now)
+
+
+def _subset(part, whole) -> bool:
+    if isinstance(part, dict):
+        return isinstance(whole, dict) and all(k in whole and _subset(v, whole[k])
+                                               for k, v in part.items())
+    if isinstance(part, list) and part and isinstance(part[0], dict):
+        return isinstance(whole, list) and all(any(_subset(p, w) for w in whole) for p in part)
+    return part == whole
+
+
+def test_the_how_to_shows_the_tiny_study_as_it_is(tmp_path):
+    page = (ROOT / "book" / "howto" / "study.md").read_text()
+    (block,) = re.findall(r"```toml\n(.*?)```", page, re.S)
+    (tmp_path / "shown.toml").write_text(block)
+    shown = read_toml(tmp_path / "shown.toml")
+    real = read_toml(ROOT / "configs" / "study-tiny.toml")
+    assert shown["cells"] and shown["endpoints"]
+    assert _subset(shown, real)
+    assert not _subset({"overrides": {"train.steps": 5}}, real)
