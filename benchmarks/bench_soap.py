@@ -6,7 +6,7 @@ matrix and refreshes its eigenbasis every ``precondition_frequency`` steps, a si
 the default (10,000), so its SOAP leaves the embedding's vocabulary side one-sided; at the
 ladder's 4,096-token vocabulary the default would precondition it, refreshing a 4,096 × 4,096
 basis. This script times one optimizer step, averaged over whole refresh periods, with the
-default and with the ladder's limit (``experiments/tables_opt.SOAP_AS_THE_PAPER``), in
+default and with the ladder's limit (``asyncpp.study.ladder.tables_opt.SOAP_AS_THE_PAPER``), in
 interleaved rounds on the parameters of a ladder tier's model (gradients drawn at random: the
 cost does not depend on their values). It prints the ratio of medians and writes
 ``results/soap_sides.json`` and its README block.
@@ -16,23 +16,20 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 
 import torch
 from bench_common import interleaved, print_table, save, summary, write_readme_block
 
 from asyncpp.models import build_model
 from asyncpp.optim import build_optimizer
+from asyncpp.study.ladder import tables_opt
 from asyncpp.train.components import optimizer_hparams
 from asyncpp.train.config import load_config
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "experiments"))
 
 
 def main(argv=None) -> dict:
-    import tables_opt
-
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--config", default=os.path.join(HERE, "..", "experiments", "configs",
                                                      "opt-180k.toml"))

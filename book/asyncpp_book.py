@@ -555,36 +555,20 @@ def _demote(text: str) -> str:
 
 # -- experiments ---------------------------------------------------------------------------------
 def load_report():
-    """``experiments/report.py`` as a module, or ``None`` when it or the results are missing."""
-    import importlib.util
-
-    path = repo_root() / "experiments" / "report.py"
-    if not path.is_file() or not experiment_result_paths():
+    """The report of the project's experiments (``asyncpp.study.ladder.report``), or ``None``
+    when the results are missing."""
+    if not experiment_result_paths():
         return None
-    spec = importlib.util.spec_from_file_location("asyncpp_experiments_report", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    from asyncpp.study.ladder import report
+
+    return report
 
 
 def load_claims():
-    """``experiments/claims.py`` (the per-claim verdicts) as a module, or ``None`` when it is
-    missing."""
-    import importlib.util
+    """The per-claim verdicts (``asyncpp.study.ladder.claims``)."""
+    from asyncpp.study.ladder import claims
 
-    root = repo_root() / "experiments"
-    if not (root / "claims.py").is_file():
-        return None
-    import sys
-
-    if str(root) not in sys.path:  # claims.py imports its sibling stats.py
-        sys.path.insert(0, str(root))
-    spec = importlib.util.spec_from_file_location("asyncpp_experiments_claims",
-                                                  root / "claims.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # its dataclasses look their module up while it loads
-    spec.loader.exec_module(mod)
-    return mod
+    return claims
 
 
 # -- figures -------------------------------------------------------------------------------------

@@ -57,12 +57,12 @@ if [ -z "${LADDER_WORKTREE:-}" ]; then
     --results "$here/experiments/$tier/results"
 fi
 PY="${PYTHON:-.venv/bin/python}"
-# no tables named: the tier's own, in their order (experiments/sweep.py's table_order)
+# no tables named: the tier's own, in their order (asyncpp.study.ladder.tiers' table_order)
 if [ ${#tables[@]} -eq 0 ]; then
   # a failure here must end the lane with its reason: a here-string of a failed substitution
   # would leave no tables, and the loop below would call the tier "settled"
-  order=$("$PY" -c "import sys; sys.path.insert(0, 'experiments'); import sweep; \
-print(' '.join(sweep.get_tier('$tier').table_order))") || {
+  order=$("$PY" -c "from asyncpp.study.ladder.tiers import get_tier; \
+print(' '.join(get_tier('$tier').table_order))") || {
     echo "ladder: cannot read the tables of $tier (see above)"; exit 1; }
   read -r -a tables <<< "$order"
   [ ${#tables[@]} -gt 0 ] || { echo "ladder: $tier names no tables"; exit 1; }

@@ -57,6 +57,9 @@ def plan(cmd: str) -> tuple[str, str]:
         (r"torchrun\b.*--nnodes=2", "print-config", "needs a second machine"),
         (r"torchrun\b.*configs/(smollm|moe)", "print-config", "needs GPUs"),
         (r"torchrun\b.*--nproc-per-node=2\b", "torchrun", "runs 2 ranks (gloo), shortened"),
+        (r"^(\.venv/bin/)?asyncpp-study (plan|status) ", "run", "reads the study, runs nothing"),
+        (r"^(\.venv/bin/)?asyncpp-study (run|report) configs/study-tiny\.toml",
+         "study", "runs the tiny study into a temporary folder"),
         (r"^(\.venv/bin/)?python -m theory\b", "run", "checks every proof step"),
         (r"^(HYPOTHESIS_PROFILE=\w+ )?(\.venv/bin/)?pytest verify/", "collect",
          "is the verification suite itself: collected only"),
@@ -124,6 +127,21 @@ def test_train_command_runs(doc, cmd, tmp_path):
 @pytest.mark.parametrize("doc,cmd", _ids("torchrun"))
 def test_torchrun_command_runs(doc, cmd, tmp_path):
     _run(f"{cmd} {CHEAP} {_run_dir(cmd, tmp_path)}", ROOT)
+
+
+@pytest.fixture(scope="module")
+def study_out(tmp_path_factory):
+    """The folder the documented tiny study runs and reports into."""
+    return tmp_path_factory.mktemp("study")
+
+
+@pytest.mark.parametrize("doc,cmd", _ids("study"))
+def test_study_command_runs(doc, cmd, study_out):
+    if " report " in f" {cmd} " and not (study_out / "results").exists():
+        _run(f"asyncpp-study run configs/study-tiny.toml --out {study_out}", ROOT, timeout=1500)
+    _run(f"{cmd} --out {study_out}", ROOT, timeout=1500)
+    if " report " in f" {cmd} ":
+        assert (study_out / "tables.md").is_file() and (study_out / "report.json").is_file()
 
 
 @pytest.mark.parametrize("doc,cmd", _ids("print-config"))

@@ -9,11 +9,12 @@ typed values with ``python experiments/report.py --fill-readme``.
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from pathlib import Path
 
 import pytest
+
+from asyncpp.study.ladder import report as ladder_report
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "experiments" / "README.md"
@@ -26,11 +27,7 @@ RESULT_LIKE = re.compile(r"\d\.\d+ ± \d|[+−]\d+\.\d{3}")
 def report():
     if not (ROOT / "experiments" / "tiny" / "results").is_dir():
         pytest.skip("no experiments/tiny/results in this checkout")
-    spec = importlib.util.spec_from_file_location("asyncpp_experiments_report_test",
-                                                  ROOT / "experiments" / "report.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return ladder_report
 
 
 def _sections(text: str) -> dict[str, str]:
@@ -82,7 +79,7 @@ def test_number_detects_a_stale_value(report):
 
 def test_table_numbers_match_the_tables(report):
     """A verdict number and the table the page shows are the same computation."""
-    R = report.load_results(report.sweep.get_tier("tiny").results)
+    R = report.load_results(report.get_tier("tiny").results)
     table2 = report.table2(R)
     gap = report.number("tiny/gap/adamw-sync-beta0.98/adamw-async-beta0.98")
     assert gap.lstrip("+").replace("−", "-") in table2.replace("−", "-")
@@ -93,7 +90,7 @@ def test_table_numbers_match_the_tables(report):
 def test_glance_gives_a_ladder_optimizer_a_row_only_at_three_seeds(report):
     """A compute-optimal row's interval sits under the front page's "at least three seeds":
     opt-180k's SOAP cells cut to two seeds leave the tier without a row; at three it has one."""
-    import report_markers as rm
+    from asyncpp.study.ladder import report_markers as rm
 
     full = rm._results_of("opt-180k")
     keep = {c: r for c, r in full.items() if c.startswith("soap-")}
@@ -113,7 +110,7 @@ def test_recif_names_why_it_gives_no_share(report):
     """The front page's ``recif`` marker on opt-180k's own results: AdamW's established gap gets
     its share; cut to one seed it gets "too few seeds" (no interval), never "gap within noise";
     Muon's gap, whose interval holds zero, gets "gap within noise"; a missing cell, "—"."""
-    import report_markers as rm
+    from asyncpp.study.ladder import report_markers as rm
 
     key = "opt-180k/recif/adamw-sync/adamw-async/adamw-ef"
     full = rm._results_of("opt-180k")

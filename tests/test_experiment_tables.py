@@ -5,19 +5,16 @@ declared renderer exists, and the verdict rule decides the words the tables prin
 from __future__ import annotations
 
 import struct
-import sys
 from pathlib import Path
 
 import pytest
 
-EXP = Path(__file__).resolve().parents[1] / "experiments"
-sys.path.insert(0, str(EXP))
+from asyncpp.study.ladder import report, report_markers, sections, sweep, tables
+from asyncpp.study.ladder import report_common as rc
+from asyncpp.study.ladder import tables_cells as tc
 
-import report  # noqa: E402
-import report_common as rc  # noqa: E402
-import sweep  # noqa: E402
-import tables  # noqa: E402
-import tables_cells as tc  # noqa: E402
+EXP = Path(__file__).resolve().parents[1] / "experiments"
+
 
 TINY, SMALL = sweep.get_tier("tiny"), sweep.get_tier("small")
 
@@ -95,11 +92,9 @@ def test_every_tier_table_is_declared_and_every_renderer_exists():
     for tier in sweep.TIERS.values():
         for t in tier.table_order:
             assert tables.TABLES[t].cells is not None, (tier.name, t)
+    for t, fn in sections.SECTIONS.items():
+        assert t in tables.TABLES and t in tables.REPORT_ORDER and callable(fn), t
     for t, decl in tables.TABLES.items():
-        if decl.render:
-            mod, _, fn = decl.render.partition(":")
-            assert callable(getattr(__import__(mod), fn)), decl.render
-            assert t in tables.REPORT_ORDER, t
         if decl.cells is None:
             assert decl.reads and all(r in tables.TABLES for r in decl.reads), t
     assert tables.shown("6", TINY) and tables.shown("zero-gap", SMALL)
@@ -150,7 +145,7 @@ def test_all_seeds_one_way_but_the_interval_crossing_zero_is_within_noise():
 def test_markers_state_the_rule(monkeypatch):
     R = _R({"s": {0: 3.0, 1: 3.0, 2: 3.0}, "a": {0: 2.99, 1: 2.98, 2: 2.85},
             "c": {0: 2.90, 1: 2.91, 2: 2.89}})
-    monkeypatch.setitem(report._R_CACHE, "tiny", R)
+    monkeypatch.setitem(report_markers._R_CACHE, "tiny", R)
     assert report.number("tiny/verdict/s/a") == "within noise"
     assert report.number("tiny/verdict/s/c") == "better"
     assert report.number("tiny/signs/s/a") == "3/3 negative"
@@ -197,14 +192,13 @@ def test_figures_fit_a_700_px_column(tmp_path):
 
 
 def test_readme_zero_gap_table_is_the_reports():
-    """experiments/README.md shows report_zero_gap's marked table (its numbers are checked by
-    tests/test_docs_numbers.py), and every declared prediction section exists there."""
+    """experiments/README.md shows the zero-gap table as marked numbers (report_markers; its
+    numbers are checked by tests/test_docs_numbers.py), and every declared prediction section
+    exists there."""
     if not TINY.results.is_dir():
         pytest.skip("no experiments/tiny/results in this checkout")
-    import report_zero_gap
-
     text = (EXP / "README.md").read_text(encoding="utf-8")
-    assert report_zero_gap.marked_table(("tiny", "small")) in text
+    assert report_markers.marked_table(("tiny", "small")) in text
     headings = [ln for ln in text.splitlines() if ln.startswith("#")]
     for t in tables.TABLES.values():
         if t.prediction:

@@ -8,15 +8,14 @@ otherwise; the regime read from the configuration; the paper's regime listed fir
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "experiments"))
+from asyncpp.study.ladder import claims
 
-claims = pytest.importorskip("claims")
+ROOT = Path(__file__).resolve().parent.parent
+
 
 
 def _write(root: Path, tier: str, cell: str, seed: int, val: float, *, params=131_392,

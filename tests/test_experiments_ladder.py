@@ -4,18 +4,15 @@ the claims at each mode's own lr, the transfer rule, PipeDream's equal-updates c
 the report's regime line — on synthetic result files."""
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-EXP = Path(__file__).resolve().parent.parent / "experiments"
-sys.path.insert(0, str(EXP))
-import report_opt  # noqa: E402
-import sweep  # noqa: E402
-import tables_opt as to  # noqa: E402
+from asyncpp.study.ladder import report_opt, sweep
+from asyncpp.study.ladder import tables_opt as to
+from asyncpp.train.config import from_dict, merge, parse_overrides, read_toml
 
-from asyncpp.train.config import from_dict, merge, parse_overrides, read_toml  # noqa: E402
+EXP = Path(__file__).resolve().parent.parent / "experiments"
 
 CORPUS_TRAIN_TOKENS = 30_332_934  # debdocs-v1 (experiments/gpu/corpus-manifest.json)
 
@@ -450,7 +447,7 @@ def test_the_ladders_verdicts_wait_for_three_seeds():
     """The ladder's rule gives a verdict only on ≥ 3 seeds: with two seeds whose interval
     already excludes zero the zero-gap row reads "pending (2 of 3 seeds)", with the third its
     verdict; the short-training tiers keep theirs at two."""
-    import report_zero_gap as zg
+    from asyncpp.study.ladder import report_zero_gap as zg
 
     def R_of(n):
         val = {"muon-sync": 3.30, "muon-ef": 3.40}
@@ -463,7 +460,7 @@ def test_the_ladders_verdicts_wait_for_three_seeds():
     assert "| worse |" in zg.table_zero_gap(R_of(2))
     assert "| worse |" in zg.table_zero_gap(R_of(3), min_seeds=3)
     # nor does the share line call a 2-seed gap "within noise": it waits as the verdict does
-    import report_common as rc
+    from asyncpp.study.ladder import report_common as rc
 
     R = R_of(2)
     R["muon-async"] = {s: {"status": "ok", "final": {"val_loss": 3.5 - 0.3 * s}} for s in (0, 1)}

@@ -5,7 +5,7 @@ import subprocess
 
 import pytest
 
-from experiments import provenance
+from asyncpp.study.ladder import provenance
 
 
 def _git(repo, *args):

@@ -9,11 +9,10 @@ from pathlib import Path
 
 import pytest
 
-EXP = Path(__file__).resolve().parents[1] / "experiments"
-sys.path.insert(0, str(EXP))
+from asyncpp.study.ladder import report, report_markers, sweep
 
-import report  # noqa: E402
-import sweep  # noqa: E402
+EXP = Path(__file__).resolve().parents[1] / "experiments"
+
 
 
 def _record(cell: str, seed: int, val: float, drift: float = 0.5, lr: float = 0.01) -> dict:
@@ -414,7 +413,7 @@ def test_nag_and_wpipe_tables_from_synthetic_results(tmp_path, monkeypatch):
     assert "| AdamW | 50 % (50, 50) | — | 0.25 (0.25, 0.25) |" in wp
     assert "| AdamW | WPipe − 2BW | −0.300 ± 0.000 | [−0.300, −0.300] | 2/2 | better |" in wp
     assert "| Muon | 4.000 ± 0.000 | — | — | 4.400 ± 0.000 | 4.200 ± 0.000 |" in wp
-    monkeypatch.setitem(report._R_CACHE, "tiny", R)
+    monkeypatch.setitem(report_markers._R_CACHE, "tiny", R)
     assert report.number("tiny/rec/deep-sync/deep-2bw-P4/deep-2bw-P4-nag") == "75 %"
     assert report.number("tiny/recseeds/deep-sync/deep-2bw-P4/deep-2bw-P4-efg") == "75, 55"
     assert report.number(

@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from experiments import stats
+from asyncpp.study.ladder import stats
 
 
 def test_t_quantiles_are_the_textbook_values():

@@ -10,22 +10,19 @@ import json
 import math
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-EXP = Path(__file__).resolve().parents[1] / "experiments"
-sys.path.insert(0, str(EXP))
-sys.path.insert(0, str(EXP / "gpu"))
+from asyncpp.study.ladder import gpu_plan as plan
+from asyncpp.study.ladder import gpu_transfer_fixture as transfer_fixture
+from asyncpp.study.ladder import gpu_worker as worker
+from asyncpp.study.ladder import report, sweep
+from asyncpp.study.ladder import tables_opt as to
 
-import plan  # noqa: E402
-import report  # noqa: E402
-import sweep  # noqa: E402
-import tables_opt as to  # noqa: E402
-import transfer_fixture  # noqa: E402
-import worker  # noqa: E402
+EXP = Path(__file__).resolve().parents[1] / "experiments"
+
 
 MANIFEST = json.loads((EXP / "gpu" / "corpus-manifest.json").read_text())
 

@@ -3,19 +3,17 @@ the direction rule (holds / does not hold / within noise / pending), the share c
 L3, the unpaired size comparison of L7 against scipy's Welch test, and the lr rule of L10."""
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 from scipy import stats as st
 
+from asyncpp.study.ladder import ladder_verdicts as lv
+from asyncpp.study.ladder import stats, sweep
+from asyncpp.study.ladder import tables_opt as to
+from asyncpp.study.ladder.report_common import load_results
+
 EXP = Path(__file__).resolve().parent.parent / "experiments"
-sys.path.insert(0, str(EXP))
-import ladder_verdicts as lv  # noqa: E402
-import stats  # noqa: E402
-import sweep  # noqa: E402
-import tables_opt as to  # noqa: E402
-from report_common import load_results  # noqa: E402
 
 
 def _write(results: Path, cell: str, values: dict[int, float]) -> None:

@@ -1,11 +1,8 @@
 """report_common.page_md: a tables.md table made to fit the book's ~700-px column."""
 
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "experiments"))
 
-import report_common as rc  # noqa: E402
+from asyncpp.study.ladder import report_common as rc
 
 NB = rc.NBSP
 

@@ -4,14 +4,13 @@ amplifies a floating-point difference)."""
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from asyncpp.study.ladder import reproduce
+
 EXP = Path(__file__).resolve().parent.parent / "experiments"
-sys.path.insert(0, str(EXP))
-import reproduce  # noqa: E402
 
 COMMAND = ("asyncpp-train --config experiments/configs/base.toml --train.steps 3 "
            "--train.eval_every 3 --optimizer.lr 0.01 --run.seed 0 --pipeline.schedule 1f1b "

@@ -105,7 +105,7 @@ else
     "$PY" experiments/gpu/plan.py --corpus "$CORPUS"
     "$PY" experiments/gpu/plan.py --corpus "$CORPUS" --check
     if [ "${ALLOW_DIRTY:-0}" != 1 ]; then  # refused by every run later; say so now
-        "$PY" -c "import sys; sys.path.insert(0, 'experiments'); import provenance as p
+        "$PY" -c "import sys; from asyncpp.study.ladder import provenance as p
 try:
     p.require_clean(p.code_state(), False)
 except p.DirtyTree as e:

@@ -1,6 +1,6 @@
 r"""The verdicts of the compute-optimal ladder's predictions L1–L10 (experiments/README.md,
 "Compute-optimal ladder: predictions", committed before the first run), computed from the
-result files by the rule of ``stats.py``.
+result files by the rule of ``stats``.
 
 Each prediction is split into its parts; a part states a direction ("AdamW's gap is above
 zero", "EF(γ*) − EF is not above zero") and gets one of
@@ -23,8 +23,23 @@ from __future__ import annotations
 import dataclasses
 import math
 
-import stats
-from report_common import LABEL, no_share_reason, pair, seed_gaps, share
+from scipy import stats as st
+
+from . import protocol, stats
+from . import tables_opt as to
+from .report_common import (
+    LABEL,
+    load_results,
+    minus,
+    no_share_reason,
+    pair,
+    seed_gaps,
+    share,
+    vals,
+)
+from .report_opt import token_slope
+from .report_zero_gap import zero_gap_row
+from .tiers import get_tier
 
 MIN_SEEDS = 3  # every verdict cell; the token ladder runs 2 seeds (TOKEN_SEEDS)
 TOKEN_SEEDS = 2
@@ -98,8 +113,6 @@ def welch(a: list[float], b: list[float]) -> stats.Paired | None:
     if se == 0:
         return stats.Paired(d, 0.0, min(sa.n, sb.n), d, d, int(d > 0), int(d < 0), (), ())
     dof = (va + vb) ** 2 / (va ** 2 / (sa.n - 1) + vb ** 2 / (sb.n - 1))
-    from scipy import stats as st
-
     half = float(st.t.ppf(0.5 + stats.CONFIDENCE / 2, dof)) * se
     return stats.Paired(d, se, min(sa.n, sb.n), d - half, d + half, int(d > 0), int(d < 0),
                         (), ())
@@ -168,8 +181,6 @@ def parts(key: str, tiers: dict) -> list[Part]:
                     else f"{LABEL[o]}: EF(γ*) not above EF (no difference predicted)")
                 for o in ("adamw", "muon", "soap")]
     if key == "L5":
-        from report_zero_gap import zero_gap_row
-
         out = []
         for t, R in tiers.items():
             for o, sign in (("muon", 0), ("adamw", +1)):
@@ -244,6 +255,62 @@ def parts(key: str, tiers: dict) -> list[Part]:
     raise KeyError(f"unknown prediction {key!r}")
 
 
+# -- the study protocol's reading, beside the old rule's (L3 and L6) ------------------------------
+def _share_test_part(R, o: str, s: float = 0.5) -> Part:
+    """"EF recovers ≥ s of the gap" as the study protocol tests it (``protocol``): the
+    paired interval of (2BW − EF) − s(2BW − sync) — holds above zero, does not hold below —
+    reported with the share's Fieller interval; no share while that interval is unbounded
+    (the gap itself not established)."""
+    text = f"EF recovers ≥ {100 * s:.0f} % of {LABEL[o]}'s gap (share ≥ s test)"
+    cells = [vals(R, f"{o}-{m}") for m in ("sync", "async", "ef")]
+    sh = protocol.fieller_share(*cells)
+    if sh.n < MIN_SEEDS:
+        return Part(text, PENDING, f"{sh.n} common seeds")
+    if sh.lo is None:
+        return Part(text, NOISE, f"no share: the gap is not established (Fieller's interval "
+                                 f"unbounded, {sh.n} seeds)")
+    p = protocol.share_at_least(*cells, s)
+    word = protocol.share_test_word(p)
+    v = HOLDS if word == protocol.STATED else FAILS if word == protocol.REFUTED else NOISE
+    return Part(text, v, f"share {minus(sh.text())} (Fieller); (2BW − EF) − {s:g}·(2BW − sync) "
+                         f"{_fmt(p)}")
+
+
+def _slope_part(R, o: str) -> Part:
+    """"The gap does not grow with training tokens" as the study protocol tests it: the slope
+    of the gap on log₂ tokens per parameter over every length and seed — holds when its
+    interval lies below zero (the gap shrinks), does not hold above, else within noise."""
+    text = f"{LABEL[o]}'s gap does not grow with training tokens (slope over log₂ tokens)"
+    sl = token_slope(R, o)
+    if sl is None:
+        return Part(text, PENDING, "fewer than two lengths")
+    v = HOLDS if sl.hi < 0 else FAILS if sl.lo > 0 else NOISE
+    return Part(text, v, minus(sl.text()))
+
+
+def protocol_parts(key: str, tiers: dict) -> list[Part]:
+    """The parts of L3 and L6 under the study protocol's tests, beside :func:`parts` (the old
+    rule): L3's share by the share ≥ 50 % test with Fieller's interval, L6's two gap parts by
+    the slope over every length (its share part is the old rule's)."""
+    small = tiers["opt-180k"]
+    if key == "L3":
+        return [_share_test_part(small, o) for o in ("adamw", "muon")]
+    if key == "L6":
+        return [_slope_part(small, o) for o in ("muon", "adamw")] + parts("L6", tiers)[2:]
+    raise KeyError(f"no study-protocol reading of prediction {key!r} (L3 and L6 have one)")
+
+
+def protocol_verdict_of(key: str, tiers: dict | None = None) -> str:
+    tiers = tiers if tiers is not None else _tiers()
+    return combine(protocol_parts(key, tiers))
+
+
+def protocol_evidence_of(key: str, tiers: dict | None = None) -> str:
+    tiers = tiers if tiers is not None else _tiers()
+    return "; ".join(f"{p.text}: **{p.verdict}** ({p.evidence})"
+                     for p in protocol_parts(key, tiers))
+
+
 def _no_growth(p: stats.Paired | None) -> str:
     """"Does not grow": holds only if it shrinks (interval below zero), does not hold if it
     grows (above zero), else within noise; 2 seeds suffice (the token ladder's)."""
@@ -258,10 +325,7 @@ def _null(R, a: str, b: str, text: str) -> Part:
 
 
 def _lr_part(tier: str, o: str, m: str) -> Part:
-    import sweep
-    import tables_opt as to
-
-    t = sweep.get_tier(tier)
+    t = get_tier(tier)
     a, s = to.settled_lr(t, o, m), to.settled_lr(t, o, "sync")
     text = f"`{tier}`: {LABEL[o]}'s {m} lr* not above its sync lr*"
     if a is None or s is None:
@@ -280,12 +344,9 @@ def combine(ps: list[Part]) -> str:
 
 
 def _tiers() -> dict:
-    import sweep
-    from report_common import load_results
-
     out = {}
     for t in ("opt-180k", "opt-580k"):
-        R = load_results(sweep.get_tier(t).results)
+        R = load_results(get_tier(t).results)
         if R or t == "opt-180k":
             out[t] = R
     return out
@@ -316,4 +377,4 @@ def evidence_of(key: str, tiers: dict | None = None, seeds=None) -> str:
 PREDICTIONS = tuple(f"L{i}" for i in range(1, 11))
 
 __all__ = ["PREDICTIONS", "Part", "combine", "directional", "evidence_of", "parts",
-           "verdict_of", "welch"]
+           "protocol_evidence_of", "protocol_parts", "protocol_verdict_of", "verdict_of", "welch"]

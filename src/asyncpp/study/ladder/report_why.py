@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import math
 import statistics
-import sys
 
-import tables
-from report_common import (
+from asyncpp.delay.ef_gamma import critical_p
+
+from . import tables
+from .report_common import (
     COMPARE_HEAD,
-    HERE,
     LABEL,
     compare_cells,
     diffs,
@@ -23,7 +23,8 @@ from report_common import (
     vals,
     values,
 )
-from report_common import tc as _tc
+from .report_common import tc as _tc
+from .tiers import get_tier
 
 H1_FRACTIONS = (*_tc.LR_FRACTIONS, 1.0)
 H1_SEEDS = tables.TABLES["h1"].seeds  # f = 1 (Table 1, 3 seeds) is read on these seeds as well
@@ -118,9 +119,7 @@ def table_h5(R, tier=None) -> str:
     """H5 (Adan): sync, async and async + EF at Adan's reference β's over an lr grid and at
     Alg. 1's β's read in the torch convention; Table 1's Adan (β₁ = 0.9, AdamW's default) and
     H1's lower-lr cells for comparison (seeds 0 and 1, paired)."""
-    import sweep
-
-    tier = tier or sweep.get_tier("tiny")
+    tier = tier or get_tier("tiny")
     lr_star = _tc.load_lrs(tier.lrs_file)["adan"]
     rows = [("0.9, 0.92, 0.99 (Table 1, H1)", lr_star * f, h1_cell("adan", "sync", f),
              h1_cell("adan", "async", f), h1_cell("adan", "ef", f)) for f in H1_FRACTIONS]
@@ -139,17 +138,12 @@ def table_h5(R, tier=None) -> str:
 
 def t3_edge_fractions(b: float) -> tuple[float, float] | None:
     """T3 (theory/stability.py) at momentum β: the delayed stable step over the synchronous
-    one, c*(β, τ=1)/c*(β, τ=0), without and with EF; None when theory/ cannot be imported.
+    one, c*(β, τ=1)/c*(β, τ=0), without and with EF (γ = 0 and 1 of the product's root locus,
+    ``asyncpp.delay.ef_gamma.critical_p``, which verify/ checks against T3).
     If lr* sat at the synchronous edge, these are the lr fractions at which the delayed run
     would reach its own edge."""
-    try:
-        if str(HERE.parent) not in sys.path:
-            sys.path.insert(0, str(HERE.parent))
-        from theory.stability import critical_step
-    except ImportError:
-        return None
-    sync = critical_step(b, 0)
-    return critical_step(b, 1, ef=False) / sync, critical_step(b, 1, ef=True) / sync
+    sync = critical_p(b, 0, 0.0)  # c* = p*/(1 − β): the factor cancels in the ratios
+    return critical_p(b, 1, 0.0) / sync, critical_p(b, 1, 1.0) / sync
 
 
 def h3_factor(o: str, b: float, tier) -> float | None:
@@ -205,67 +199,13 @@ def table_h4(R, tier) -> str:
         grid(["optimizer", "steps", "comparison", *COMPARE_HEAD], cmp)])
 
 
-# -- the sections of tables.md (tables.py's ``render``) ------------------------------------------
-def section_h1(R, tier):
-    from report_figures import figure_gap_vs_lr, image
-
-    fig = figure_gap_vs_lr(R, tier.figures / "gap_vs_lr.png")
-    edges = []
-    for o in _tc.H1_OPTIMIZERS:
-        from report_beyond import run_beta
-
-        b = run_beta(R, o)
-        e = t3_edge_fractions(b)
-        if e is not None:
-            edges.append(f"{LABEL[o]} (β = {b:g}): {e[0]:.4f} without EF, {e[1]:.4f} with EF")
-    md = section("h1", [
-        "", "Every mode at lr* × {1/8, 1/4, 1/2, 1} (lr* of the tier's lr file; Muon's AdamW "
-        "side scaled with it). lr* × 1 is Table 1's cells, read on seeds 0 and 1 like the "
-        "others; gaps paired by seed.", "", table_h1(R), ""])
-    if fig:
-        md += [image(fig), "",
-               "The vertical lines are T3's edge fractions c*(β, τ=1)/c*(β, τ=0) "
-               "(theory/stability.py; dashed without EF, dotted with EF) at each optimizer's β: "
-               "the lr fraction at which the delayed run would reach its stability edge if lr* "
-               "sat at the synchronous edge (an assumption, not a measurement; T3 is the "
-               "heavy-ball quadratic model). "
-               + ("Fractions: " + "; ".join(edges) + "." if edges else ""), ""]
-    return md, [fig] if fig else []
-
-
+# -- the sections of tables.md (registered in sections.SECTIONS) -----------------------------------
 def section_h2(R, tier):
     return section("h2", [
         "", "Each mode's lr is the grid value lr* × {1/8, 1/4, 1/2, 1} with the lowest mean val "
         "loss over seeds 0 and 1; \"(k of 4)\" marks a choice made on an unfinished grid. The "
         "tuned gap is the mode at its best lr minus sync at its best lr, paired by seed.", "",
         table_h2(R), ""]), []
-
-
-def section_h3(R, tier):
-    from report_figures import figure_h3, image
-
-    md = section("h3", [
-        "", "Per β the synchronous lr is re-tuned over lr* × {1/2, 1, 2} on seed 0 (lowest final "
-        "val loss); sync and async then run there (seeds 0, 1). δ̄ is T2's drift in its own "
-        "norm (`drift.spectral_mean` of each result), mean ± sd over seeds.", "",
-        table_h3(R, tier), ""])
-    fig = figure_h3(R, tier.figures / "h3_gap_drift_vs_beta.png")
-    if fig:
-        md += [image(fig), ""]
-    return md, [fig] if fig else []
-
-
-def section_h4(R, tier):
-    from report_figures import figure_h4, image
-
-    md = section("h4", [
-        "", "The same cells at 2× and 4× the steps (the lr schedule stretched with them); the "
-        "base length is Table 1's cells, read on seeds 0 and 1 like the others.", "",
-        table_h4(R, tier), ""])
-    fig = figure_h4(R, tier, tier.figures / "h4_gap_vs_steps.png")
-    if fig:
-        md += [image(fig), ""]
-    return md, [fig] if fig else []
 
 
 def section_h5(R, tier):

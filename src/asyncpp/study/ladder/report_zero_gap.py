@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 
-import stats
-from report_common import (
+from . import stats
+from .report_common import (
     LABEL,
     MIT_LABEL,
     agreeing,
@@ -24,7 +24,7 @@ from report_common import (
     vals,
     verdict_of_at_least,
 )
-from report_common import tc as _tc
+from .report_common import tc as _tc
 
 # The corrections of the 2BW run a tier may have (tables 1, 3, efg, opt-claims, opt-more): EF,
 # EF(γ*), EF with a synchronous cooldown, a synchronous start or cooldown, Taylor compensation,
@@ -81,29 +81,6 @@ def table_zero_gap(R, min_seeds: int = 2) -> str:
         return "—"
     return grid(["optimizer", "best 2BW correction", "gap to sync", "95 % interval",
                  "seeds agreeing", "in sync's seed sd", "verdict"], rows)
-
-
-def marked_table(tiers: tuple[str, ...] = ("tiny", "small")) -> str:
-    """The zero-gap table of ``tiers`` as marked numbers (``report_markers``), one row per
-    (tier, optimizer) with a row, so the table can stand in Markdown that the tests check
-    (experiments/README.md)."""
-    import sweep
-    from report_common import load_results
-    from report_markers import number
-
-    def m(key):
-        return f"<!--n:{key}-->{number(key)}<!--/n-->"
-    lines = ["| tier | optimizer | best 2BW correction | gap to sync, 95 % interval, seeds | "
-             "in sync's sd | verdict |", "|" + " --- |" * 6]
-    for t in tiers:
-        R = load_results(sweep.get_tier(t).results)
-        for o in _tc.OPTIMIZERS:
-            if zero_gap_row(R, o) is None:
-                continue
-            lines.append(f"| `{t}` | {LABEL[o]} | {m(f'{t}/zerogap/{o}')} | "
-                         f"{m(f'{t}/zerogappd/{o}')} | {m(f'{t}/zerogapsd/{o}')} | "
-                         f"{m(f'{t}/zerogapvd/{o}')} |")
-    return "\n".join(lines)
 
 
 def section_zero_gap(R, tier):

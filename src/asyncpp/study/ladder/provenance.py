@@ -29,7 +29,7 @@ import subprocess
 from importlib import metadata
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from .paths import REPO
 
 # Every package whose version can change a number in a result (the model and optimizers run
 # on torch; pytorch-optimizer provides SOAP/Adan/Lion; numpy draws the data order; tokenizers

@@ -1,6 +1,6 @@
 r"""The vocabulary of the experiment tables: training modes, grids and the names of cells, made
-in one place and read by the sweep (``sweep.py``, which runs them), the declarations
-(``tables.py``) and the report (``report.py``, which reads their results).
+in one place and read by the sweep (``sweep``, which runs them), the declarations
+(``tables``) and the report (``report``, which reads their results).
 
 A *cell* is one training configuration: a base TOML of ``experiments/configs/`` plus
 ``--section.key`` overrides, what ``asyncpp-train --config BASE --k v ...`` runs. Its name is
@@ -12,13 +12,19 @@ Stage delays are not written here: the schedule registry computes them
 :math:`\tau_s = P - 1 - s`, WPipe's first group 1 and its second 0.
 
 Nothing here imports torch; only :func:`load_lrs` reads a TOML (through asyncpp's reader).
+A *table* (:class:`Table`) is a declared set of cells and seeds (``tables``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
+
+from asyncpp.pipeline.registry import get_spec
+from asyncpp.train.config import read_toml
 
 OPTIMIZERS = ("adamw", "muon", "soap", "adan", "lion", "mars")
 MODES = {
@@ -65,6 +71,19 @@ class Cell:
 
     def __repr__(self) -> str:
         return f"Cell({self.name!r})"
+
+
+@dataclasses.dataclass(frozen=True)
+class Table:
+    """One experiment table (see the module docstring)."""
+
+    id: str
+    title: str
+    cells: Callable[..., list[Cell]] | None
+    seeds: tuple[int, ...] = ()
+    extra_seeds: tuple[int, ...] = ()
+    prediction: str | None = None
+    reads: tuple[str, ...] = ()
 
 
 def name(opt: str, mode: str, *, tag: str | None = None, beta: float | None = None,
@@ -121,8 +140,6 @@ def gpu135_name(opt: str, mode: str) -> str:
 def stage_delays(sched: str, P: int) -> tuple[int, ...]:
     """τ_s per stage of schedule ``sched`` on P stages, from the schedule registry (its
     ``stage_delays``: the delay each stage's update waits)."""
-    from asyncpp.pipeline.registry import get_spec
-
     return tuple(get_spec(sched).stage_delays(P))
 
 
@@ -155,8 +172,6 @@ def load_lrs(path: Path) -> dict[str, float]:
     if not path.is_file():
         raise ValueError(f"{path} does not exist; run `python experiments/sweep.py --tables lr` "
                          "and then `--pick-lrs` first")
-    from asyncpp.train.config import read_toml
-
     return {k: float(v) for k, v in read_toml(path)["lr"].items()}
 
 

@@ -1,5 +1,5 @@
 r"""What every table of the report shares: reading the results, one cell's seed values, and the
-three ways a table states a number, all through ``stats.py``:
+three ways a table states a number, all through ``stats``:
 
 - a cell's final validation loss, mean ± sd over its seeds; the column header carries n
   (a cell whose n differs from its column's says so: "(n=1)");
@@ -18,16 +18,13 @@ import dataclasses
 import json
 import math
 import re
-import sys
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-if str(HERE) not in sys.path:
-    sys.path.insert(0, str(HERE))
+from . import stats, tables
+from . import tables_cells as tc
+from .paths import EXPERIMENTS
 
-import stats  # noqa: E402
-import tables  # noqa: E402
-import tables_cells as tc  # noqa: E402
+HERE = EXPERIMENTS
 
 PAPER_360M = {  # the paper's 360M results, final val loss (sync, async, async+EF)
     "muon": (2.578, 2.590, 2.583),

@@ -8,8 +8,11 @@ import math
 import statistics
 from pathlib import Path
 
-from report_common import LABEL, diffs, drift, share, spectral_drift
-from report_common import tc as _tc
+from .plotting import pyplot
+from .report_beyond import NAG_LABEL, NAG_MODES, NAG_OPTIMIZERS, nag_cell, nag_sync, run_beta
+from .report_common import LABEL, diffs, drift, share, spectral_drift, vals
+from .report_common import tc as _tc
+from .report_why import H1_FRACTIONS, H1_SEEDS, H4_SEEDS, h1_cell, t3_edge_fractions
 
 WIDTH_IN = 7.0  # 700 px at DPI
 DPI = 100
@@ -18,12 +21,8 @@ FONT_PT = 9  # the smallest text on any figure
 
 def _plt():
     """pyplot with the report's sizes, or None without matplotlib."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         return None
     plt.rcParams.update({"font.size": 10, "axes.titlesize": 10, "axes.labelsize": 10,
                          "legend.fontsize": FONT_PT, "xtick.labelsize": FONT_PT,
@@ -160,9 +159,6 @@ def image(path: Path) -> str:
 def figure_nag(R, path: Path) -> Path | None:
     """The final val loss of every cell of table nag (bars: seed means; dots: seeds), one
     panel per optimizer, the synchronous reference as a dashed line."""
-    from report_beyond import NAG_LABEL, NAG_MODES, NAG_OPTIMIZERS, nag_cell, nag_sync
-    from report_common import vals
-
     scheds = ("2bw", "pipedream")
     cells = {o: [(lab, nag_cell(o, s, m)) for s in scheds for m, lab in NAG_MODES]
              for o in NAG_OPTIMIZERS}
@@ -204,9 +200,6 @@ def figure_nag(R, path: Path) -> Path | None:
 def figure_gap_vs_lr(R, path: Path) -> Path | None:
     """H1: the gap (async − sync, EF − sync; seeds 0, 1, paired) against lr/lr* per optimizer,
     with T3's edge fractions drawn in; a 2 × 2 grid of panels."""
-    from report_beyond import run_beta
-    from report_why import H1_FRACTIONS, H1_SEEDS, h1_cell, t3_edge_fractions
-
     plt = _plt()
     if plt is None:
         return None
@@ -336,8 +329,6 @@ def figure_efg_beta(R, path: Path, tier) -> Path | None:
 
 def figure_h4(R, tier, path: Path) -> Path | None:
     """H4: the gap to sync of async and async + EF against the run length (seeds 0, 1)."""
-    from report_why import H4_SEEDS
-
     panels = []
     lengths = [n * tier.steps for n in _tc.H4_LENGTHS]
     for o in ("adamw", "muon"):

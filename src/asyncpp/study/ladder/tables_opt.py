@@ -35,12 +35,15 @@ from __future__ import annotations
 import json
 import math
 import os
-from pathlib import Path
 
-import tables_cells as tc
-from tables_cells import MUON_ADAMW_LR, Cell
+from asyncpp.train.config import from_dict, merge, parse_overrides, read_toml
 
-HERE = Path(__file__).resolve().parent
+from . import tables_cells as tc
+from .paths import EXPERIMENTS
+from .tables_cells import MUON_ADAMW_LR, Cell, Table
+from .tiers import get_tier
+
+HERE = EXPERIMENTS
 TOKENS_PER_STEP = 16 * 128
 MAIN_OPTIMIZERS = ("muon", "adamw", "soap")
 MORE_OPTIMIZERS = ("adan", "lion", "mars")
@@ -98,8 +101,6 @@ def transfer_source():
     """The tier whose lr choices a larger tier's grids are centred on: ``opt-180k``, reading
     its results from :data:`TRANSFER_ENV` when that is set (a stand-in folder of seed-0 lr
     results, e.g. the GPU runbook's dry run), else from ``experiments/opt-180k/results``."""
-    from sweep import get_tier
-
     src = get_tier(SMALLEST)
     return src.at(results=os.environ[TRANSFER_ENV]) if os.environ.get(TRANSFER_ENV) else src
 
@@ -236,16 +237,12 @@ def _opt_more(tier):
 
 
 def tier_eval_every(tier) -> int:
-    from asyncpp.train.config import read_toml
-
     return int(read_toml(HERE / "configs" / tier.base)["train"]["eval_every"])
 
 
 def steps_at(tier, k: float, **overrides: str) -> int:
     """Steps of k tokens per parameter on ``tier`` (16 × 128 tokens a step), the model as
     ``overrides`` (configuration keys, e.g. ``model.tie_embeddings="false"``) makes it."""
-    from asyncpp.train.config import from_dict, merge, parse_overrides, read_toml
-
     cfg = from_dict(merge(read_toml(HERE / "configs" / tier.base), parse_overrides(
         [("pipeline.schedule", "1f1b"), *overrides.items()])))
     return round(k * cfg.model_config().num_params() / TOKENS_PER_STEP)
@@ -266,25 +263,22 @@ def _opt_tokens(tier):
 
 
 def tables():
-    """The declarations, for tables.TABLES."""
-    from tables import Table
-
+    """The declarations of the compute-optimal ladder, for tables.TABLES."""
     pred = "Compute-optimal ladder"
     return (
         Table("opt-lr", "Learning rates per (optimizer, mode) at full length (seed 0)",
-              _opt_lr, (0,), prediction=pred, render="report_opt:section_lr"),
+              _opt_lr, (0,), prediction=pred),
         Table("opt-claims", "The paper's claims at 20 tokens per parameter", _opt_claims,
-              (0, 1, 2), prediction=pred, render="report_opt:section_claims"),
+              (0, 1, 2), prediction=pred),
         # added after the 3-seed verdicts (experiments/README.md, "seeds 3 and 4"): every
         # claims cell of the smallest tier, alike; the 3-seed verdicts stay reported
         Table("opt-claims5", "The claims at 20 tokens per parameter, seeds 3 and 4",
               lambda tier: _opt_claims(tier) if tier.name == SMALLEST else [], (3, 4),
               prediction=pred),
         Table("opt-more", "Claim 2's ordering, mitigations and PipeDream at 20 tokens per "
-              "parameter", _opt_more, (0, 1, 2), prediction=pred,
-              render="report_opt:section_more"),
+              "parameter", _opt_more, (0, 1, 2), prediction=pred),
         Table("opt-tokens", "The gap against training tokens", _opt_tokens, (0, 1),
-              prediction=pred, render="report_opt:section_tokens"),
+              prediction=pred),
     )
 
 

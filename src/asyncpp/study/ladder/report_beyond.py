@@ -5,9 +5,10 @@ registry (``tables_cells.stage_delays``), never typed."""
 from __future__ import annotations
 
 import json
-import sys
 
-from report_common import (
+from asyncpp.delay.ef_gamma import optimal_ef_gamma
+
+from .report_common import (
     COMPARE_HEAD,
     HERE,
     LABEL,
@@ -24,7 +25,7 @@ from report_common import (
     share_val,
     vals,
 )
-from report_common import tc as _tc
+from .report_common import tc as _tc
 
 NAG_OPTIMIZERS = ("muon", "adamw")
 NAG_P = _tc.NAG_P
@@ -194,17 +195,12 @@ def table_wpipe(R) -> str:
 
 
 def _stage_coefficients(b: float, taus) -> tuple[str, str]:
-    """(κ per stage, γ* per stage) as text at momentum b; γ* from theory/stability.py ('?' when
-    theory/ cannot be imported). Both are 0 at τ = 0 (an undelayed stage is not corrected)."""
+    """(κ per stage, γ* per stage) as text at momentum b; γ* of the product
+    (``asyncpp.delay.ef_gamma.optimal_ef_gamma``, which verify/ checks against
+    theory/stability.py). Both are 0 at τ = 0 (an undelayed stage is not corrected)."""
     kappa = [sum(b ** k for k in range(1, t + 2)) if t else 0.0 for t in taus]
-    try:
-        if str(HERE.parent) not in sys.path:
-            sys.path.insert(0, str(HERE.parent))
-        from theory.stability import optimal_gamma
-        gam = [optimal_gamma(b, t)[0] if t else 0.0 for t in taus]
-        gtext = ", ".join(f"{g:.2f}" for g in gam)
-    except ImportError:
-        gtext = "?"
+    gam = [optimal_ef_gamma(b, t) if t else 0.0 for t in taus]
+    gtext = ", ".join(f"{g:.2f}" for g in gam)
     return ", ".join(f"{k:.2f}" for k in kappa), gtext
 
 
@@ -267,7 +263,7 @@ def wpipe_caption() -> str:
             "the seeds the three cells share (per-seed ratios in parentheses)." + facts)
 
 
-# -- the sections of tables.md (tables.py's ``render``) ------------------------------------------
+# -- the sections of tables.md (registered in sections.SECTIONS) -----------------------------------
 def section_efg(R, tier):
     return section("efg", [
         "", "EF(γ*) is `--delay.ef_gamma auto` (γ*(β, τ) of T3). The share recovered is (async "
@@ -276,33 +272,12 @@ def section_efg(R, tier):
         "(percentage points).", "", table_efg(R), ""]), []
 
 
-def section_efg_beta(R, tier):
-    from report_figures import figure_efg_beta, image
-
-    md = section("efg-beta", ["", "Sync and async are Table 2's cells; β = 0.95 is Table 1's "
-                              "and the efg table's.", "", table_efg_beta(R), ""])
-    fig = figure_efg_beta(R, tier.figures / "efg_share_vs_beta.png", tier)
-    if fig:
-        md += [image(fig), ""]
-    return md, [fig] if fig else []
-
-
 def section_efg_depth(R, tier):
     return section("efg-depth", [
         "", "The deep model with Muon; PipeDream's stage s waits τ_s = P − 1 − s steps, 2BW's "
         "every stage 1. The share closed is (PipeDream − mode)/(PipeDream − 2BW) on the seed "
         "means (the seeds' own in parentheses); it has no meaning where PipeDream is not worse "
         "than 2BW (a gap near zero or negative).", "", table_efg_depth(R), ""]), []
-
-
-def section_nag(R, tier):
-    from report_figures import figure_nag, image
-
-    md = section("nag", ["", nag_caption(R), "", table_nag(R), ""])
-    fig = figure_nag(R, tier.figures / "nag_depth.png")
-    if fig:
-        md += [image(fig), ""]
-    return md, [fig] if fig else []
 
 
 def section_wpipe(R, tier):

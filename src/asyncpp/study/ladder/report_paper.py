@@ -7,7 +7,9 @@ from __future__ import annotations
 import math
 import statistics
 
-from report_common import (
+from asyncpp.pipeline.registry import get_spec
+
+from .report_common import (
     COMPARE_HEAD,
     LABEL,
     MIT_LABEL,
@@ -32,7 +34,8 @@ from report_common import (
     values,
     verdict,
 )
-from report_common import tc as _tc
+from .report_common import tc as _tc
+from .tables import plan
 
 OPTIMIZERS = _tc.OPTIMIZERS
 
@@ -173,11 +176,9 @@ def table3(R, tier) -> str:
             + _comparisons(R, cmp, ["optimizer", "variant"]))
 
 
-def _updates(R, cell: str) -> str:
+def updates(R, cell: str) -> str:
     """Updates × sequences per update of a cell's runs, from their configs and the schedule
     registry (PipeDream makes one update per microbatch)."""
-    from asyncpp.pipeline.registry import get_spec
-
     for r in R.get(cell, {}).values():
         cfg = r.get("config", {})
         try:
@@ -197,11 +198,11 @@ def table4(R) -> str:
     rows, cmp = [], []
     for P in _tc.DEPTHS:
         b, p = (_tc.deep_name(_tc.DEPTH_OPT, s, P) for s in ("2bw", "pipedream"))
-        rows.append([P, loss(R, b), loss(R, p), _updates(R, p), P - 1])
+        rows.append([P, loss(R, b), loss(R, p), updates(R, p), P - 1])
         cmp += [([P, "2BW"], b, ref), ([P, "PipeDream"], p, ref)]
     return "\n".join([
         f"Reference (synchronous, {LABEL[_tc.DEPTH_OPT]}, updates × sequences "
-        f"{_updates(R, ref)}): {loss(R, ref)}. 2BW delays every stage by one step; PipeDream "
+        f"{updates(R, ref)}): {loss(R, ref)}. 2BW delays every stage by one step; PipeDream "
         "delays stage s (of P) by P − 1 − s steps and makes one update per microbatch (its "
         "updates column: updates × sequences per update).", "",
         grid(["P", "2BW", "PipeDream", "PipeDream updates", "max delay"], rows), "",
@@ -298,8 +299,6 @@ def progress(R, tier) -> str:
     """Finished vs planned runs per table, and the run time still to spend: each run to do
     costs the median wall time per base-length run of its optimizer so far (scaled by its
     tokens; the median over all optimizers where none has finished)."""
-    import sweep
-
     per_opt: dict[str, list[float]] = {}
     walls = []
     for recs in R.values():
@@ -317,7 +316,7 @@ def progress(R, tier) -> str:
     total_left = 0.0
     for t in tier.table_order:
         try:
-            todo = sweep.plan([t], None, None, tier)
+            todo = plan([t], None, None, tier)
         except ValueError as e:  # h3 before h3-tune has finished: its cells are not known yet
             lines.append(f"| {t} | {sum(len(v) for c, v in R.items() if c.endswith('-tuned'))}"
                          " | — | — "
@@ -339,7 +338,7 @@ def progress(R, tier) -> str:
     return "\n".join(lines)
 
 
-# -- the sections of tables.md (tables.py's ``render``) ------------------------------------------
+# -- the sections of tables.md (registered in sections.SECTIONS) -----------------------------------
 def section_lr(R, tier):
     return section("lr", ["", table_lr(R, tier), ""]), []
 

@@ -1,13 +1,13 @@
 r"""Every experiment table, declared once: its id, its cells, its seeds, where its prediction is
-written and how the report renders it. ``sweep.py`` runs a table's cells on its seeds
-(:func:`cells`, :func:`seeds`); ``report.py`` renders each tier's tables in
-:data:`REPORT_ORDER` through the declared ``render`` function. Cell names come from
+written. ``sweep`` runs a table's cells on its seeds (:func:`cells`, :func:`seeds`,
+:func:`plan`); ``report`` renders each tier's tables in :data:`REPORT_ORDER` through the
+section function ``sections.SECTIONS`` registers for the table id. Cell names come from
 ``tables_cells`` only.
 
 A declaration (:class:`Table`)::
 
     Table("efg", "EF(γ*) — the gap", cells=_efg, seeds=(0, 1, 2),
-          prediction="EF(γ*) in training", render="report_beyond:section_efg")
+          prediction="EF(γ*) in training")
 
 - ``cells(tier)`` → the tier's :class:`~tables_cells.Cell` list, in run order (None: the
   table shows cells of the tables in ``reads`` and runs nothing of its own);
@@ -15,17 +15,12 @@ A declaration (:class:`Table`)::
   where time allows);
 - ``prediction``: the heading of the ``experiments/README.md`` section that states the
   prediction, written before the first run (None: a table of the paper's own set-up);
-- ``render``: ``"module:function"`` of the report, ``function(R, tier) -> (markdown lines,
-  figures written)``; resolved by the report only, so the sweep imports no plotting code.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable
-
-import tables_cells as tc
-from tables_cells import (
+from . import tables_cells as tc
+from .tables_cells import (
     BASE_BATCH,
     BATCH_OPT,
     BATCHES,
@@ -47,21 +42,10 @@ from tables_cells import (
     OPTIMIZERS,
     SPECTRAL,
     Cell,
+    Table,
 )
-
-
-@dataclasses.dataclass(frozen=True)
-class Table:
-    """One experiment table (see the module docstring)."""
-
-    id: str
-    title: str
-    cells: Callable[..., list[Cell]] | None
-    seeds: tuple[int, ...] = ()
-    extra_seeds: tuple[int, ...] = ()
-    prediction: str | None = None
-    render: str | None = None
-    reads: tuple[str, ...] = ()
+from .tables_opt import tables as opt_tables
+from .tiers import Tier
 
 
 def _cell(tier, name: str, opt: str, overrides: dict, base: str | None = None) -> Cell:
@@ -230,56 +214,41 @@ def _gpu135(tier):
 
 
 _WHY = "Why the gap"  # the README section of H1-H5's predictions
-_P = "report_paper:"
-_B = "report_beyond:"
-_W = "report_why:"
 TABLES: dict[str, Table] = {t.id: t for t in (
-    Table("lr", "Table 0 — synchronous learning-rate sweep (seed 0)", _lr, (0,),
-          render=_P + "section_lr"),
-    Table("1", "Table 1 — optimizers × {sync, async, async + EF}", _t1, (0, 1, 2),
-          render=_P + "section_1"),
+    Table("lr", "Table 0 — synchronous learning-rate sweep (seed 0)", _lr, (0,)),
+    Table("1", "Table 1 — optimizers × {sync, async, async + EF}", _t1, (0, 1, 2)),
     Table("flat", "How flat the synchronous loss is at the end", _flat, (0,),
-          render=None, reads=("1",)),  # shown in Table 1's section
-    Table("2", "Table 2 — momentum", _t2, (0, 1), (2,), render=_P + "section_2"),
-    Table("3", "Table 3 — mitigations", _t3, (0, 1, 2), render=_P + "section_3"),
-    Table("4", "Table 4 — depth: PipeDream vs PipeDream-2BW", _t4, (0,), (1, 2),
-          render=_P + "section_4"),
-    Table("5", "Table 5 — batch size (AdamW, same steps and lr)", _t5, (0, 1), (2,),
-          render=_P + "section_5"),
-    Table("6", "Table 6 — theory meets practice: update drift vs EF", None,
-          render=_P + "section_6", reads=("1",)),
+          reads=("1",)),  # shown in Table 1's section
+    Table("2", "Table 2 — momentum", _t2, (0, 1), (2,)),
+    Table("3", "Table 3 — mitigations", _t3, (0, 1, 2)),
+    Table("4", "Table 4 — depth: PipeDream vs PipeDream-2BW", _t4, (0,), (1, 2)),
+    Table("5", "Table 5 — batch size (AdamW, same steps and lr)", _t5, (0, 1), (2,)),
+    Table("6", "Table 6 — theory meets practice: update drift vs EF", None, reads=("1",)),
     Table("7", "Table 7 — not in the paper: the gap at a lower learning rate", _t7, (0,),
-          (1,), render=_P + "section_7"),
-    Table("efg", "EF(γ*) — the gap", _efg, (0, 1, 2), prediction="EF(γ*) in training",
-          render=_B + "section_efg"),
+          (1,)),
+    Table("efg", "EF(γ*) — the gap", _efg, (0, 1, 2), prediction="EF(γ*) in training"),
     Table("efg-beta", "EF(γ*) — Muon's momentum sweep", _efg_beta, (0, 1), (2,),
-          prediction="EF(γ*) in training", render=_B + "section_efg_beta"),
+          prediction="EF(γ*) in training"),
     Table("efg-depth", "EF(γ*) at depth", _efg_depth, (0, 1, 2),
-          prediction="EF(γ*) in training", render=_B + "section_efg_depth"),
+          prediction="EF(γ*) in training"),
     Table("nag", "Delay corrections at depth", _nag, (0, 1, 2),
-          prediction="The Nesterov delay correction", render=_B + "section_nag"),
+          prediction="The Nesterov delay correction"),
     Table("wpipe", "WPipe against 2BW", _wpipe, (0, 1, 2),
-          prediction="The Nesterov delay correction", render=_B + "section_wpipe"),
-    Table("h1", "H1 — the gap versus the learning rate", _h1, (0, 1), prediction=_WHY,
-          render=_W + "section_h1"),
-    Table("h2", "H2 — every mode at its own learning rate", None, prediction=_WHY,
-          render=_W + "section_h2", reads=("h1",)),
+          prediction="The Nesterov delay correction"),
+    Table("h1", "H1 — the gap versus the learning rate", _h1, (0, 1), prediction=_WHY),
+    Table("h2", "H2 — every mode at its own learning rate", None, prediction=_WHY, reads=("h1",)),
     Table("h3-tune", "H3 — the synchronous lr re-tuned per β", _h3_tune, (0,),
-          prediction=_WHY, render=None, reads=("h3",)),  # shown in H3's section
-    Table("h3", "H3 — momentum at a re-tuned learning rate", _h3, (0, 1), prediction=_WHY,
-          render=_W + "section_h3"),
-    Table("h4", "H4 — training length", _h4, (0, 1), prediction=_WHY,
-          render=_W + "section_h4"),
-    Table("h5", "H5 — Adan's β's and lr", _h5, (0, 1), prediction=_WHY,
-          render=_W + "section_h5"),
+          prediction=_WHY, reads=("h3",)),  # shown in H3's section
+    Table("h3", "H3 — momentum at a re-tuned learning rate", _h3, (0, 1), prediction=_WHY),
+    Table("h4", "H4 — training length", _h4, (0, 1), prediction=_WHY),
+    Table("h5", "H5 — Adan's β's and lr", _h5, (0, 1), prediction=_WHY),
     Table("zero-gap", "The zero-gap table: the best correction against sync", None,
-          render="report_zero_gap:section_zero_gap", reads=("1", "opt-claims")),
+          reads=("1", "opt-claims")),
     Table("gpu", "GPU tier — Table 1 at about 20 tokens per parameter", _gpu, (0, 1),
-          (2, 3, 4), prediction="GPU protocol", render=None),  # report_gpu builds the page
-    Table("gpu135", "GPU runbook — smollm-135m on one H200", _gpu135, (0,),
-          render=_P + "section_gpu135"),
+          (2, 3, 4), prediction="GPU protocol"),  # report_gpu builds the page
+    Table("gpu135", "GPU runbook — smollm-135m on one H200", _gpu135, (0,)),
 )}
-TABLES.update({t.id: t for t in __import__("tables_opt").tables()})  # the compute-optimal ladder
+TABLES.update({t.id: t for t in opt_tables()})  # the compute-optimal ladder
 # The order of the sections of a tier's tables.md (a table shows when the tier runs it, or,
 # for a table without cells, any table it reads); gpu135 shows wherever its results exist.
 REPORT_ORDER = ("opt-lr", "opt-claims", "lr", "1", "zero-gap", "opt-more", "opt-tokens", "2", "3",
@@ -319,3 +288,39 @@ def shown(table: str, tier) -> bool:
 # The constants the sweep's callers read through ``sweep`` (kept there for them).
 __all__ = ["BASE_BATCH", "BATCHES", "BATCH_OPT", "DEPTHS", "H1_OPTIMIZERS", "REPORT_ORDER",
            "TABLES", "Table", "cells", "extra_seeds", "get", "seeds", "shown"]
+
+
+# Seeds per table (the declarations' ``seeds``); EXTRA_SEEDS run after every table's SEEDS.
+SEEDS = {t.id: t.seeds for t in TABLES.values() if t.cells is not None}
+EXTRA_SEEDS = {t.id: t.extra_seeds for t in TABLES.values() if t.extra_seeds}
+
+
+def table_cells(table: str, tier: Tier) -> list[Cell]:
+    """The cells of one table of ``tier``, in run order (the declarations of ``tables``;
+    table ids: lr, 1, 2, 3, 4, 5, 7, flat, efg, efg-beta, efg-depth, nag, wpipe, h1, h3-tune,
+    h3, h4, h5, gpu, gpu135)."""
+    return cells(table, tier)
+
+
+def plan(tables: list[str], seeds: list[int] | None, only: list[str] | None, tier: Tier):
+    """(cell, seed) pairs of ``tier`` in run order: table by table, seed-major inside a table
+    (every cell gets seed 0 before any gets seed 1), duplicates (cells shared by tables) once."""
+    out, seen = [], set()
+    for t in tables:
+        if t not in SEEDS:
+            raise ValueError(f"unknown table {t!r}; choose from {', '.join(tier.table_order)}")
+    passes = [(t, seeds if seeds is not None else SEEDS[t]) for t in tables]
+    if seeds is None:
+        passes += [(t, EXTRA_SEEDS[t]) for t in tables if t in EXTRA_SEEDS]
+    for t, tseeds in passes:
+        cells = table_cells(t, tier)
+        for s in tseeds:
+            for c in cells:
+                if only and c.name not in only:
+                    continue
+                if (c.name, s) not in seen:
+                    seen.add((c.name, s))
+                    out.append((c, s))
+    return out
+
+

@@ -13,10 +13,13 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-import report_common as rc
-import stats
-import tables_opt as to
-from report_common import LABEL, Val, compare_cells, grid, loss, section, vals
+from . import protocol, stats
+from . import report_common as rc
+from . import tables_opt as to
+from .plotting import pyplot
+from .report_common import LABEL, Val, compare_cells, grid, loss, section, vals
+from .report_zero_gap import table_zero_gap
+from .tiers import get_tier
 
 MODE_LABEL = {"sync": "synchronous (1F1B)", "async": "2BW", "ef": "2BW + EF",
               "efg": "2BW + EF(γ*)", "nag": "2BW + Nesterov", "syncstart": "2BW, sync start",
@@ -133,9 +136,32 @@ def _share_line(R, o: str, min_seeds: int = 3) -> str:
     return "; ".join(parts) + "."
 
 
-def section_claims(R, tier):
-    from report_zero_gap import table_zero_gap
+def _protocol_line(R, o: str) -> str:
+    """The study protocol's reading of the shares (``protocol``), beside the old rule's line
+    above it: Fieller's interval of each share and the test of "recovers at least half"."""
+    s, a = rc.tc.name(o, "sync"), rc.tc.name(o, "async")
+    parts = []
+    for m in ("ef", "efg"):
+        c = rc.tc.name(o, m)
+        sh = protocol.fieller_share(vals(R, s), vals(R, a), vals(R, c))
+        if sh.n < 2:
+            continue
+        if sh.lo is None:  # Fieller's interval is unbounded exactly when the gap is
+            parts.append(f"{MODE_LABEL[m]}: no share, the gap is not established (Fieller's "
+                         f"95 % interval unbounded, {sh.n} common seeds)")
+            continue
+        half = protocol.share_at_least(vals(R, s), vals(R, a), vals(R, c), 0.5)
+        parts.append(
+            f"{MODE_LABEL[m]} recovers {rc.minus(sh.text())} (Fieller's 95 % interval, "
+            f"{sh.n} common seeds); at least half of the gap: (2BW − {MODE_LABEL[m][6:]}) − ½ "
+            f"(2BW − sync) = {rc.minus(f'{half.mean:+.3f}')} {rc.interval_text(half)}, "
+            f"{protocol.share_test_word(half)}")
+    if not parts:
+        return ""
+    return "With the study protocol's tests: " + "; ".join(parts) + "."
 
+
+def section_claims(R, tier):
     cells = {rc.tc.name(o, m) for o in to.MAIN_OPTIMIZERS for m in ("sync", "async", "ef", "efg")}
     k = rc.min_seeds_of(tier.name)
     body = ["", f"Regime: {regime(R, cells)}. "
@@ -144,6 +170,8 @@ def section_claims(R, tier):
     for o in to.MAIN_OPTIMIZERS:
         body += [f"**{LABEL[o]}**", "", _claims_table(R, o, ("sync", "async", "ef", "efg"), k),
                  "", _share_line(R, o, k), ""]
+        new = _protocol_line(R, o)
+        body += [new, ""] if new else []
     body += ["**The zero-gap table**: per optimizer, the best 2BW correction against "
              "synchronous training.", "", table_zero_gap(R, k), ""]
     return section("opt-claims", body), []
@@ -202,9 +230,26 @@ def section_tokens(R, tier):
             "the 20-tokens lr).", "",
             grid(["optimizer", "tokens/param", "2BW gap", "95 % interval", "verdict",
                   "EF recovers"], rows), ""]
+    slopes = [f"{LABEL[o]} {rc.minus(sl.text())}: {sl.word}" for o in ("muon", "adamw")
+              if (sl := token_slope(R, o)) is not None]
+    if slopes:
+        body += ["With the study protocol's test, the 2BW gap regressed on log₂ of the tokens "
+                 "per parameter, pooled over every length and seed (slope, 95 % interval): "
+                 + "; ".join(slopes) + ".", ""]
     for f in figs:
         body += [f"![{CAPTIONS[f.stem]}](figures/{f.name})", ""]
     return section("opt-tokens", body), figs
+
+
+def token_slope(R, o: str) -> protocol.Slope | None:
+    """The 2BW gap of ``o`` against log₂ tokens per parameter, every seed of every length of
+    the token ladder (``protocol.gap_slope``)."""
+    pts = []
+    for k in sorted((*to.TOKEN_LADDER, 20)):
+        suffix = "" if k == 20 else f"-tpp{k}"
+        s, a = vals(R, f"{o}-sync{suffix}"), vals(R, f"{o}-async{suffix}")
+        pts += [(k, a[seed] - s[seed]) for seed in sorted(set(s) & set(a))]
+    return protocol.gap_slope(pts)
 
 
 CAPTIONS = {
@@ -226,13 +271,8 @@ def _tick(x: float) -> str:
 
 def _plot(points: dict[str, list[tuple[float, stats.Paired]]], xlabel: str, path: Path,
           logx: bool = True) -> Path | None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import matplotlib.ticker
-
-    if not any(points.values()):
+    plt = pyplot()
+    if plt is None or not any(points.values()):
         return None
     # 7 in wide at 100 dpi: shown at the 700-px column width the fonts keep their size
     fig, ax = plt.subplots(figsize=(7, 3.6), dpi=100)
@@ -251,7 +291,7 @@ def _plot(points: dict[str, list[tuple[float, stats.Paired]]], xlabel: str, path
         # "2×10¹" hides which lengths and sizes were run
         xs = sorted({x for pts in points.values() for x, _ in pts})
         ax.set_xticks(xs, [_tick(x) for x in xs])
-        ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+        ax.xaxis.set_minor_locator(plt.NullLocator())
     ax.set_xlabel(xlabel, fontsize=11)
     ax.set_ylabel("val loss, 2BW − sync", fontsize=11)
     ax.tick_params(labelsize=10)
@@ -270,8 +310,6 @@ def figure_tokens(R, path: Path) -> Path | None:
 
 
 def figure_params(path: Path) -> Path | None:
-    from sweep import get_tier
-
     pts: dict[str, list] = {LABEL[o]: [] for o in to.MAIN_OPTIMIZERS}
     for t in LADDER_TIERS:
         try:

@@ -28,12 +28,13 @@ from functools import cache
 from pathlib import Path
 from types import SimpleNamespace
 
-try:  # as a module of the experiments folder (tests, the book) or as ``experiments.claims``
-    import stats
-except ImportError:  # pragma: no cover - imported as experiments.claims
-    from experiments import stats
+from asyncpp.data import load_data
 
-HERE = Path(__file__).resolve().parent
+from . import stats
+from .paths import EXPERIMENTS
+from .plotting import pyplot
+
+HERE = EXPERIMENTS
 PAPER_TOKENS_PER_PARAM = 20.0
 REGIME_TPP = (19.0, 21.0)  # the paper's 20 tokens/parameter, ± 1
 
@@ -111,8 +112,6 @@ def vals(R: dict, cell: str) -> dict[int, float]:
 @cache
 def _corpus_train_tokens(data_json: str, vocab: int) -> int:
     """Training tokens of the corpus a run read, loaded as the trainer loads it (cached)."""
-    from asyncpp.data import load_data
-
     bundle = load_data(SimpleNamespace(**json.loads(data_json)), vocab)
     return int(sum(len(a) for a in bundle.train.arrays))
 
@@ -429,11 +428,9 @@ def paper_table_md(tier: str, root: Path = HERE) -> str:
 def figure(path: Path, root: Path = HERE) -> Path | None:
     """One panel per claim tested by a loss difference: the paired difference of each tier
     with its 95 % t-interval, zero marked (a verdict word needs the interval off zero)."""
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-
+    plt = pyplot(force=False)
+    if plt is None:
+        return None
     names = tiers(root)
     rows = [c for c in CLAIMS if "share" not in c.key]
     data = {t: {v.claim: v for v in verdicts(t, root)[1]} for t in names}

@@ -1,0 +1,222 @@
+"""A study's report from its result files: ``tables.md``, ``figures/`` and ``report.json``.
+
+``report.json`` holds every number ``tables.md`` prints (cells, chosen learning rates, each
+endpoint's test, estimate, interval, p, Holm-adjusted p and verdict), so that prose quoting a
+study reads the JSON, never the code. Verdict rules, at α = 0.05 (``asyncpp.study.stats``):
+
+- ``difference`` (a − b, margin m ≥ 0): "a > b" / "a < b" when the p-value of
+  :math:`\\bar d = 0` is below α and the interval lies beyond ±m; else "not established";
+- ``equivalence`` (margin m): "equivalent within ±m" when TOST's p < α; else
+  "not established";
+- ``share`` (s): "share ≥ s" when the interval of :math:`\\bar z` lies above 0; Fieller's
+  interval of the share is printed beside it;
+- ``slope``: "shrinks" / "grows" with log₂ x when the slope's interval excludes 0.
+
+Primary endpoints are judged on Holm-adjusted p-values across the study's primaries (an
+interval that excludes zero is not enough once p is adjusted); the others are labelled
+exploratory and judged on their own p.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from . import runner
+from .figures import draw_cells
+from .spec import Endpoint, Study, StudyError
+from .stats import (
+    ALPHA,
+    TooFewSeeds,
+    fieller_share,
+    gap_slope,
+    holm,
+    paired_t,
+    share_at_least,
+    tost,
+)
+
+
+def cell_values(study: Study) -> dict[str, dict[int, dict]]:
+    """``{cell: {seed: result record}}`` of the claims results on disk."""
+    runs, _ = runner.claims_runs(study)
+    out: dict[str, dict[int, dict]] = {c: {} for c in study.cells}
+    for r in runs:
+        if runner.done(r):
+            out[r.cell][r.seed] = runner.read_result(r.result)
+    return out
+
+
+def _metric(recs: dict[int, dict]) -> dict[int, float]:
+    return {k: v["value"] for k, v in recs.items()}
+
+
+def evaluate(ep: Endpoint, cells: dict[str, dict[int, dict]]) -> dict:
+    """One endpoint's test on the results (no Holm yet): estimate, interval, p, and the
+    verdict it would have on its own p."""
+    v = {c: _metric(r) for c, r in cells.items()}
+    row: dict = {"name": ep.name, "test": ep.test, "primary": ep.primary,
+                 "prediction": ep.prediction, "margin": ep.margin}
+    try:
+        if ep.test == "difference":
+            iv = paired_t(v[ep.a], v[ep.b])
+            row.update(what=f"{ep.a} − {ep.b}", interval_level=1 - ALPHA)
+        elif ep.test == "equivalence":
+            iv = tost(v[ep.a], v[ep.b], ep.margin)
+            row.update(what=f"{ep.a} − {ep.b}", interval_level=1 - 2 * ALPHA)
+        elif ep.test == "share":
+            iv = share_at_least(v[ep.none], v[ep.corr], v[ep.sync], ep.s)
+            sh = fieller_share(v[ep.none], v[ep.corr], v[ep.sync])
+            row.update(what=f"({ep.none} − {ep.corr}) − {ep.s:g}·({ep.none} − {ep.sync})",
+                       interval_level=1 - ALPHA, s=ep.s,
+                       share={"estimate": sh.estimate, "lo": sh.lo, "hi": sh.hi,
+                              "interval": "Fieller", "level": 1 - ALPHA})
+        else:
+            pts = []
+            for a, b in ep.pairs:
+                for k in sorted(set(cells[a]) & set(cells[b])):
+                    x = cells[a][k]["tokens" if ep.x == "tokens" else "params"]
+                    pts.append((math.log2(x), v[a][k] - v[b][k]))
+            iv = gap_slope(pts)
+            row.update(what=f"gap per doubling of {ep.x}", interval_level=1 - ALPHA)
+    except TooFewSeeds as e:
+        row.update(estimate=None, lo=None, hi=None, p=None, n=0, seeds=[],
+                   verdict=f"too few seeds: {e}")
+        return row
+    row.update(estimate=iv.estimate, lo=iv.lo, hi=iv.hi, p=iv.p, n=iv.n, seeds=list(iv.seeds))
+    return row
+
+
+def _verdict(row: dict, ep: Endpoint, p: float) -> str:
+    lo, hi, est = row["lo"], row["hi"], row["estimate"]
+    sig = p < ALPHA
+    if ep.test == "difference":
+        if sig and lo > ep.margin:
+            return f"{ep.a} > {ep.b}"
+        if sig and hi < -ep.margin:
+            return f"{ep.a} < {ep.b}"
+        return "not established"
+    if ep.test == "equivalence":
+        return f"equivalent within ±{ep.margin:g}" if sig else "not established"
+    if ep.test == "share":
+        return f"share ≥ {ep.s:g}" if sig and est > 0 else "not established"
+    if sig:
+        return "shrinks" if est < 0 else "grows"
+    return "not established"
+
+
+def judge(study: Study, cells: dict[str, dict[int, dict]]) -> list[dict]:
+    """Every endpoint's row with its final verdict (Holm across primaries)."""
+    rows = [evaluate(ep, cells) for ep in study.endpoints]
+    prim = {r["name"]: r["p"] for r in rows if r["primary"] and r["p"] is not None}
+    adj = holm(prim) if prim else {}
+    for ep, r in zip(study.endpoints, rows):
+        if r["p"] is None:
+            r["p_holm"] = None
+            r["label"] = "primary" if ep.primary else "exploratory"
+            continue
+        r["p_holm"] = adj.get(ep.name) if ep.primary else None
+        r["label"] = f"primary (Holm over {len(prim)})" if ep.primary else "exploratory"
+        r["verdict"] = _verdict(r, ep, r["p_holm"] if ep.primary else r["p"])
+    return rows
+
+
+def _f(x, digits=3) -> str:
+    if x is None:
+        return "–"
+    if isinstance(x, float) and math.isinf(x):
+        return "∞" if x > 0 else "−∞"
+    return f"{x:+.{digits}f}".replace("-", "−")
+
+
+def _p(x) -> str:
+    return "–" if x is None else (f"{x:.3f}" if x >= 0.001 else f"{x:.1e}")
+
+
+def tables(study: Study, cells: dict, lrs: dict, rows: list[dict],
+           figures: list[Path]) -> str:
+    """``tables.md`` of the study (every number is also in report.json)."""
+    md = [f"# Study `{study.name}`", ""]
+    if study.prediction:
+        md += [f"Prediction: {study.prediction}", ""]
+    md += [f"Metric: `{study.metric}`, claims seeds {list(study.claims_seeds)}"
+           + (f", lr chosen on selection seeds {list(study.selection_seeds)} "
+              f"({study.lr_rule} rule)" if study.lr_grid else "") + ".", "",
+           "## Cells", "", "| cell | n | mean | sd | lr | tokens/param |",
+           "|---|---|---|---|---|---|"]
+    for c in study.cells:
+        recs = cells[c]
+        xs = [r["value"] for r in recs.values()]
+        n = len(xs)
+        mean = sum(xs) / n if n else None
+        sd = math.sqrt(sum((x - mean) ** 2 for x in xs) / (n - 1)) if n > 1 else None
+        lr = lrs.get(c, {}).get("lr")
+        tpp = next(iter(recs.values()))["tokens_per_param"] if recs else None
+        md.append(f"| {c} | {n} | {'–' if mean is None else f'{mean:.4f}'} | "
+                  f"{'–' if sd is None else f'{sd:.4f}'} | {'–' if lr is None else f'{lr:g}'} | "
+                  f"{'–' if tpp is None else f'{tpp:.2f}'} |")
+    md += ["", "## Endpoints", "",
+           "Verdicts at α = 0.05; primary endpoints on Holm-adjusted p across the primaries.",
+           "", "| endpoint | test | estimate | interval | p | p (Holm) | verdict | label |",
+           "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        test = r["test"] + (f" (±{r['margin']:g})" if r["test"] == "equivalence" else "")
+        lvl = r.get("interval_level")
+        iv = (f"[{_f(r['lo'])}, {_f(r['hi'])}] ({lvl:.0%})" if r["lo"] is not None else "–")
+        md.append(f"| {r['name']}: {r.get('what', '')} | {test} | {_f(r['estimate'])} | {iv} | "
+                  f"{_p(r['p'])} | {_p(r['p_holm'])} | {r['verdict']} | {r['label']} |")
+    shares = [r for r in rows if "share" in r]
+    if shares:
+        md += ["", "Shares with Fieller's 95 % interval:", ""]
+        for r in shares:
+            s = r["share"]
+            md.append(f"- {r['name']}: {s['estimate']:.0%} [{_f(s['lo'], 2)}, {_f(s['hi'], 2)}]")
+    if lrs:
+        md += ["", "## Learning rates", "", "| cell | lr | rule | mean loss per grid lr |",
+               "|---|---|---|---|"]
+        for c, ch in lrs.items():
+            grid = ", ".join(f"{k}: {v:.4f}" for k, v in ch["means"].items())
+            rule = ch["rule"] + (f"; {ch['note']}" if ch["note"] else "")
+            md.append(f"| {c} | {ch['lr']:g} | {rule} | {grid} |")
+    if figures:
+        md += ["", "## Figures", ""] + [f"![{p.stem}](figures/{p.name})" for p in figures]
+    return "\n".join(md) + "\n"
+
+
+def write_report(study: Study) -> list[Path]:
+    """Write ``tables.md``, ``figures/`` and ``report.json`` under ``study.root``; returns
+    the files written. :class:`StudyError` when no claims result is on disk."""
+    cells = cell_values(study)
+    if not any(cells.values()):
+        raise StudyError(f"{study.path}: no results under {study.root / 'results'}; run "
+                         f"`asyncpp-study run {study.path}` first")
+    lrs = runner.chosen_lrs(study) if study.lr_grid else {}
+    rows = judge(study, cells)
+    figs = draw_cells(study, {c: _metric(r) for c, r in cells.items()},
+                      study.root / "figures")
+    root = study.root
+    runner.write_text(root / "tables.md", tables(study, cells, lrs, rows, figs))
+    doc = {"study": study.name, "file": str(study.path), "metric": study.metric,
+           "prediction": study.prediction, "alpha": ALPHA,
+           "claims_seeds": list(study.claims_seeds),
+           "selection_seeds": list(study.selection_seeds),
+           "cells": {c: {"values": {str(k): v["value"] for k, v in recs.items()},
+                         "lr": lrs.get(c, {}).get("lr")} for c, recs in cells.items()},
+           "lr_selection": lrs, "endpoints": rows,
+           "figures": [str(p.relative_to(root)) for p in figs]}
+    runner.write_json(root / "report.json", _finite(doc))
+    return [root / "tables.md", root / "report.json", *figs]
+
+
+def _finite(x):
+    """JSON has no infinity: an unbounded interval end is written as null."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {k: _finite(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_finite(v) for v in x]
+    return x
+
+
+__all__ = ["cell_values", "evaluate", "judge", "tables", "write_report"]

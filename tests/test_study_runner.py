@@ -1,0 +1,261 @@
+"""``asyncpp-study run`` and ``report`` on real runs: the tiny study of configs/ end to end on
+the embedded corpus (2 cells × 3 seeds × 4 steps, two lanes), then what makes a study
+resumable — results on disk skipped, identical runs trained once, the deadline, the lr chosen
+on the selection seeds before the claims run."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from scipy import stats as sps
+
+from asyncpp.study import report, runner, spec
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY_STUDY = ROOT / "configs" / "study-tiny.toml"
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "asyncpp.study.cli", *args],
+                          capture_output=True, text=True, timeout=1500, cwd=ROOT)
+
+
+@pytest.mark.timeout(1800)
+def test_the_tiny_study_runs_resumes_and_reports(tmp_path):
+    out = tmp_path / "study"
+    r = _cli("run", str(TINY_STUDY), "--out", str(out), "--lanes", "2")
+    assert r.returncode == 0, r.stderr
+    assert "ETA" in r.stderr and "[6/6]" in r.stderr
+    files = sorted((out / "results").glob("*/seed*.json"))
+    assert [f"{f.parent.name}/{f.name}" for f in files] == [
+        f"{c}/seed{k}.json" for c in ("2bw", "sync") for k in (0, 1, 2)]
+    recs = {(f.parent.name, int(f.stem[4:])): json.loads(f.read_text()) for f in files}
+    for (cell, seed), rec in recs.items():
+        assert (rec["cell"], rec["seed"], rec["role"]) == (cell, seed, "claims")
+        summary = json.loads((out / rec["run_dir"] / "summary.json").read_text())
+        assert rec["value"] == summary["final_val_loss"]
+        assert rec["steps"] == 4 and rec["tokens"] == 4 * 8 * 64
+        assert rec["tokens_per_param"] == pytest.approx(rec["tokens"] / rec["params"])
+        prov = rec["provenance"]
+        assert len(prov["tokenizer_sha256"]) == 64 and prov["cpu"]
+        assert prov["packages"]["torch"] and "commit_at_start" in prov and "dirty" in prov
+        assert not list(out.rglob("*.tmp"))
+    mtimes = {f: f.stat().st_mtime_ns for f in files}
+
+    again = _cli("run", str(TINY_STUDY), "--out", str(out), "--lanes", "2")
+    assert again.returncode == 0, again.stderr
+    assert "trained 0, reused 0, already on disk 6" in again.stderr
+    assert {f: f.stat().st_mtime_ns for f in files} == mtimes
+
+    rep = _cli("report", str(TINY_STUDY), "--out", str(out))
+    assert rep.returncode == 0, rep.stderr
+    doc = json.loads((out / "report.json").read_text())
+    tables = (out / "tables.md").read_text()
+    a = [recs[("2bw", k)]["value"] for k in range(3)]
+    b = [recs[("sync", k)]["value"] for k in range(3)]
+    ref = sps.ttest_rel(a, b)
+    eq, diff = doc["endpoints"]
+    assert diff["test"] == "difference" and diff["label"] == "exploratory"
+    assert diff["p"] == pytest.approx(ref.pvalue, rel=1e-9)
+    ci = ref.confidence_interval(0.95)
+    assert (diff["lo"], diff["hi"]) == pytest.approx((ci.low, ci.high), rel=1e-9)
+    assert eq["test"] == "equivalence" and eq["label"].startswith("primary")
+    assert eq["p_holm"] == eq["p"]  # one primary: Holm leaves it as it is
+    # every endpoint number printed in tables.md is the JSON's
+    for row in (eq, diff):
+        assert f"{row['estimate']:+.3f}".replace("-", "−") in tables
+        assert row["verdict"] in tables
+    assert doc["cells"]["sync"]["values"] == {str(k): b[k] for k in range(3)}
+    if doc["figures"]:
+        assert (out / "figures" / "cells.png").stat().st_size > 1000
+
+
+def _fake_result(study, r: runner.Run, value: float) -> None:
+    runner.write_json(r.result, {"key": r.key, "cell": r.cell, "seed": r.seed,
+                                 "role": r.role, "value": value, "tokens": 1024,
+                                 "tokens_per_param": 1.0, "params": 1024})
+
+
+def _study(tmp_path: Path, extra: str = "", cells: str = "") -> spec.Study:
+    p = tmp_path / "s.toml"
+    p.write_text(f"""
+[study]
+name = "u"
+base = "{ROOT / 'configs' / 'tiny.toml'}"
+out = "out"
+[cells.a]
+"optimizer.name" = "adamw"
+[cells.b]
+"optimizer.name" = "adamw"
+{cells}
+[seeds]
+claims = [0, 1]
+{extra}
+""")
+    return spec.load(p)
+
+
+def test_identical_cells_are_one_run_and_a_recorded_twin_is_reused(tmp_path):
+    s = _study(tmp_path)
+    runs, _ = runner.claims_runs(s)
+    a0, a1, b0, b1 = runs
+    assert a0.key == b0.key and a1.key == b1.key and a0.key != a1.key
+    _fake_result(s, a0, 3.0)
+    _fake_result(s, a1, 3.5)
+    out = runner.execute(s, runs, lanes=2, say=lambda m: None)
+    assert (out.trained, out.reused, out.skipped) == (0, 2, 2)
+    assert runner.read_result(b1.result)["value"] == 3.5
+    assert runner.read_result(b1.result)["reused_from"] == "results/a/seed1.json"
+    assert not (s.root / "runs").exists()
+
+
+def test_a_passed_deadline_starts_nothing(tmp_path):
+    s = _study(tmp_path)
+    runs, _ = runner.claims_runs(s)
+    said = []
+    out = runner.execute(s, runs, lanes=2, deadline=time.time() - 1, say=said.append)
+    assert out.trained == 0 and out.left == 2  # two distinct runs
+    assert not (s.root / "runs").exists() and any("deadline" in m for m in said)
+
+
+def test_a_changed_option_is_a_new_run_not_the_old_result(tmp_path):
+    s = _study(tmp_path)
+    r = runner.claims_runs(s)[0][0]
+    _fake_result(s, r, 3.0)
+    assert runner.done(r)
+    s2 = dataclasses.replace(s, overrides={"train.steps": 3})
+    r2 = runner.claims_runs(s2)[0][0]
+    assert r2.result == r.result and r2.key != r.key and not runner.done(r2)
+
+
+def test_claims_wait_for_the_lr_chosen_on_the_selection_seeds(tmp_path):
+    s = _study(tmp_path, extra="selection = [7, 8]\n[lr]\ngrid = [0.001, 0.01]\n")
+    assert runner.claims_runs(s) == ([], ["a", "b"])
+    sel = runner.selection_runs(s)
+    assert {(r.lr, r.seed) for r in sel if r.cell == "a"} == {
+        (lr, k) for lr in (0.001, 0.01) for k in (7, 8)}
+    loss = {(0.001, 7): 3.0, (0.001, 8): 3.4, (0.01, 7): 3.3, (0.01, 8): 3.0}
+    for r in sel:
+        if r.cell == "a":
+            _fake_result(s, r, loss[(r.lr, r.seed)])
+    claims, waiting = runner.claims_runs(s)
+    assert waiting == ["b"]
+    assert {r.lr for r in claims} == {0.01}  # mean 3.15 beats 3.2
+    assert {r.seed for r in claims} == {0, 1}
+    assert ("optimizer.lr", 0.01) in claims[0].options
+    cmd = runner.command(s, claims[0], resume=False)
+    assert cmd[cmd.index("--optimizer.lr") + 1] == "0.01"
+    assert cmd[cmd.index("--run.seed") + 1] == "0"
+
+
+def test_report_holm_adjusts_primaries_and_not_exploratory_ones(tmp_path):
+    cells = "[cells.c]\n\"optimizer.name\" = \"muon\"\n"
+    eps = """
+[[endpoints]]
+name = "ab"
+test = "difference"
+a = "a"
+b = "c"
+primary = true
+[[endpoints]]
+name = "bc"
+test = "difference"
+a = "b"
+b = "c"
+primary = true
+[[endpoints]]
+name = "x"
+test = "difference"
+a = "a"
+b = "c"
+"""
+    s = _study(tmp_path, extra=eps, cells=cells)
+    s = dataclasses.replace(s, claims_seeds=(0, 1, 2, 3))
+    vals = {"a": [3.0, 3.0, 3.3, 3.2], "b": [3.0, 3.4, 3.1, 3.2], "c": [2.9, 2.95, 3.1, 3.0]}
+    for r in runner.claims_runs(s)[0]:
+        _fake_result(s, r, vals[r.cell][r.seed])
+    rows = {r["name"]: r for r in report.judge(s, report.cell_values(s))}
+    pa, pb = rows["ab"]["p"], rows["bc"]["p"]
+    lo_p, hi_p = sorted((pa, pb))
+    assert min(rows["ab"]["p_holm"], rows["bc"]["p_holm"]) == pytest.approx(min(1, 2 * lo_p))
+    assert max(rows["ab"]["p_holm"], rows["bc"]["p_holm"]) == pytest.approx(
+        max(min(1, 2 * lo_p), hi_p))
+    assert rows["x"]["p_holm"] is None and rows["x"]["label"] == "exploratory"
+    assert rows["x"]["p"] == rows["ab"]["p"]
+    # the same comparison: significant on its own p, not once adjusted for two primaries
+    assert rows["ab"]["p"] < 0.05 < rows["ab"]["p_holm"]
+    assert rows["x"]["verdict"] == "a > c" and rows["ab"]["verdict"] == "not established"
+
+
+def test_torchrun_studies_launch_one_torchrun_per_run(tmp_path):
+    s = dataclasses.replace(_study(tmp_path), launcher="torchrun", nproc=2)
+    r = runner.claims_runs(s)[0][0]
+    cmd = runner.command(s, r, resume=True)
+    assert cmd[:5] == ["torchrun", "--standalone", "--nproc-per-node=2", "-m",
+                       "asyncpp.train.cli"]
+    assert cmd[-1] == "--resume" and "--run.overwrite" not in cmd
+    assert r.key != runner.claims_runs(_study(tmp_path))[0][0].key  # launcher is in the key
+
+
+def test_report_of_share_and_slope_endpoints_reads_as_the_audit(tmp_path):
+    """AdamW at opt-180k, its committed results as a study's: EF's share of the 2BW gap is
+    70 % with Fieller's interval [38 %, 82 %], and "share ≥ 50 %" is not established; the
+    gap's slope against log2 tokens over the token ladder is negative."""
+    res = ROOT / "experiments" / "opt-180k" / "results"
+    names = {"none": "adamw-async", "corr": "adamw-ef", "sync": "adamw-sync",
+             "none5": "adamw-async-tpp5", "sync5": "adamw-sync-tpp5",
+             "none80": "adamw-async-tpp80", "sync80": "adamw-sync-tpp80"}
+    cells = "".join(f"[cells.{c}]\n\"train.steps\" = {i + 10}\n" for i, c in enumerate(names))
+    eps = """
+[[endpoints]]
+name = "half"
+test = "share"
+none = "none"
+corr = "corr"
+sync = "sync"
+s = 0.5
+primary = true
+[[endpoints]]
+name = "trend"
+test = "slope"
+pairs = [["none5", "sync5"], ["none", "sync"], ["none80", "sync80"]]
+"""
+    p = tmp_path / "s.toml"
+    p.write_text(f'[study]\nname = "a"\nbase = "{ROOT / "configs" / "tiny.toml"}"\n'
+                 f'out = "out"\n{cells}[seeds]\nclaims = [0, 1, 2, 3, 4]\n{eps}')
+    s = spec.load(p)
+    for r in runner.claims_runs(s)[0]:
+        f = res / f"{names[r.cell]}-seed{r.seed}.json"
+        if f.is_file():
+            fin = json.loads(f.read_text())["final"]
+            runner.write_json(r.result, {"key": r.key, "cell": r.cell, "seed": r.seed,
+                                         "value": fin["val_loss"], "tokens": fin["tokens"],
+                                         "params": fin["params"], "tokens_per_param": 1.0})
+    half, trend = report.judge(s, report.cell_values(s))
+    sh = half["share"]
+    assert (round(sh["lo"], 2), round(sh["estimate"], 2), round(sh["hi"], 2)) == (0.38, 0.70,
+                                                                                  0.82)
+    assert (round(half["estimate"], 3), round(half["lo"], 3)) == (0.048, -0.014)
+    assert half["verdict"] == "not established" and half["label"].startswith("primary")
+    assert trend["n"] == 9 and trend["hi"] < 0 and trend["verdict"] == "shrinks"
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("after_s", [1, 20])  # while the run starts up; while it trains
+def test_the_deadline_stops_a_running_run_without_a_result_or_a_failure(tmp_path, after_s):
+    s = dataclasses.replace(_study(tmp_path), cells={"a": {"train.steps": 100000}},
+                            claims_seeds=(0,))
+    runs, _ = runner.claims_runs(s)
+    said = []
+    t0 = time.time()
+    out = runner.execute(s, runs, deadline=t0 + after_s, say=said.append)
+    assert (out.trained, out.left, out.failed) == (0, 1, [])
+    assert any(m.startswith("deadline reached") for m in said)
+    assert not runs[0].result.exists()
+    assert time.time() - t0 < 200
