@@ -63,7 +63,7 @@ SMALLEST = "opt-180k"
 TRANSFER_ENV = "ASYNCPP_LR_TRANSFER"
 
 
-def _lr_overrides(opt: str, lr: float) -> dict[str, str]:
+def lr_overrides(opt: str, lr: float) -> dict[str, str]:
     out = {"optimizer.lr": repr(lr)}
     if opt == "muon":  # the whole step: Muon's AdamW side at the same multiple of its default
         out["optimizer.adamw_lr"] = repr(MUON_ADAMW_LR * lr / CENTRE["muon"])
@@ -79,7 +79,7 @@ def _lr_overrides(opt: str, lr: float) -> dict[str, str]:
 SOAP_AS_THE_PAPER = {"optimizer.soap_max_precondition_dim": "1024"}
 
 
-def _cell(tier, name: str, opt: str, overrides: dict) -> Cell:
+def opt_cell(tier, name: str, opt: str, overrides: dict) -> Cell:
     extra = SOAP_AS_THE_PAPER if opt == "soap" else {}
     return Cell(name, tier.base, opt, {"optimizer.name": opt, **extra, **overrides})
 
@@ -175,8 +175,8 @@ def _opt_lr(tier):
             order = sorted(g, key=lambda lr: (abs(math.log2(lr / c)), lr < c))
             if rank < len(order):
                 lr = order[rank]
-                out.append(_cell(tier, lr_cell_name(o, m, lr), o,
-                                 {**OPT_MODES[m], **_lr_overrides(o, lr)}))
+                out.append(opt_cell(tier, lr_cell_name(o, m, lr), o,
+                                 {**OPT_MODES[m], **lr_overrides(o, lr)}))
     return out
 
 
@@ -205,20 +205,20 @@ def chosen_lr(tier, opt: str, mode: str) -> float:
 # grid has settled, and grow as the grids do: a lane trains the claims of Muon and AdamW
 # while another still tunes SOAP.
 def _opt_claims(tier):
-    return [_cell(tier, tc.name(o, m), o, {**OPT_MODES[m], **_lr_overrides(o, lr)})
+    return [opt_cell(tier, tc.name(o, m), o, {**OPT_MODES[m], **lr_overrides(o, lr)})
             for o in MAIN_OPTIMIZERS for m in ("sync", "async", "ef", "efg")
             if (lr := settled_lr(tier, o, m)) is not None]
 
 
 def _opt_more(tier):
-    out = [_cell(tier, tc.name(o, m), o, {**OPT_MODES[m], **_lr_overrides(o, lr)})
+    out = [opt_cell(tier, tc.name(o, m), o, {**OPT_MODES[m], **lr_overrides(o, lr)})
            for o, m in TUNED_MORE if (lr := settled_lr(tier, o, m)) is not None]
     S = tier.steps
     for o in ("muon", "adamw"):
         if settled_lr(tier, o, "async") is None:
             continue
-        lr = _lr_overrides(o, chosen_lr(tier, o, "async"))
-        out += [_cell(tier, tc.name(o, k), o, {**tc.mitigations(S)[k], **lr})
+        lr = lr_overrides(o, chosen_lr(tier, o, "async"))
+        out += [opt_cell(tier, tc.name(o, k), o, {**tc.mitigations(S)[k], **lr})
                 for k in ("syncstart", "cooldown")]
         # PipeDream gives its first and last stage different delays, so a tied embedding and
         # head cannot be updated consistently: the three P = 4 cells untie them (one more
@@ -227,11 +227,11 @@ def _opt_more(tier):
         p4 = {"pipeline.stages": "4", "pipeline.simulate": "true", **UNTIED,
               "train.steps": str(S4), **lr}
         pd = {"pipeline.schedule": "pipedream", "pipeline.microbatches": "2", **p4}
-        out.append(_cell(tier, f"{o}-pipedream-P4", o, pd))
-        out.append(_cell(tier, f"{o}-pipedream-P4-equal", o, {
+        out.append(opt_cell(tier, f"{o}-pipedream-P4", o, pd))
+        out.append(opt_cell(tier, f"{o}-pipedream-P4-equal", o, {
             **pd, "train.batch_size": "32", "train.steps": str(round(S4 / 2)),
             "train.eval_every": str(tier_eval_every(tier) // 2)}))
-        out.append(_cell(tier, f"{o}-async-P4", o, {
+        out.append(opt_cell(tier, f"{o}-async-P4", o, {
             "pipeline.schedule": "2bw", "pipeline.microbatches": "4", **p4}))
     return out
 
@@ -256,8 +256,8 @@ def _opt_tokens(tier):
             for m in ("sync", "async", "ef"):
                 if (lr := settled_lr(tier, o, m)) is None:
                     continue
-                out.append(_cell(tier, f"{o}-{m}-tpp{k}", o, {
-                    **OPT_MODES[m], **_lr_overrides(o, lr),
+                out.append(opt_cell(tier, f"{o}-{m}-tpp{k}", o, {
+                    **OPT_MODES[m], **lr_overrides(o, lr),
                     "train.steps": str(S), "train.eval_every": str(max(50, S // 8))}))
     return out
 
