@@ -179,6 +179,9 @@ def main(argv: list[str] | None = None) -> int:
         hooks, bar = progress_hooks(cfg, stop, peak, world)
         from ..pipeline import PipelineError
 
+        if rank == 0:
+            say(f"{_model_line(cfg)}; {world} ranks")
+
         try:
             result = trainer.train_distributed(cfg, resume=args.resume,
                                                hooks=hooks if rank == 0 else None)
@@ -211,12 +214,10 @@ def main(argv: list[str] | None = None) -> int:
     data, ckpt, device = prepared
     for note in (ckpt or {}).pop("skipped", None) or []:
         say(note)
-    mc = cfg.model_config()
     print(f"{PROG}: {data.description}", file=sys.stderr)
-    print(f"{PROG}: model {mc.name} ({mc.num_params() / 1e6:.2f}M params), optimizer "
-          f"{cfg.optimizer.name}, schedule {cfg.pipeline.schedule} (P={cfg.pipeline.stages}, "
-          f"m={cfg.pipeline.microbatches}, delays {cfg.stage_delays()}), correction "
-          f"{cfg.delay.correction}, run dir {cfg.run_dir}", file=sys.stderr)
+    for line in data.warnings:
+        say(line)
+    say(_model_line(cfg))
 
     def handler(signum, frame):
         stop["signal"] = signum
@@ -251,6 +252,14 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _model_line(cfg) -> str:
+    mc = cfg.model_config()
+    return (f"model {mc.name} ({mc.num_params() / 1e6:.2f}M params), optimizer "
+            f"{cfg.optimizer.name}, schedule {cfg.pipeline.schedule} (P={cfg.pipeline.stages}, "
+            f"m={cfg.pipeline.microbatches}, delays {cfg.stage_delays()}), correction "
+            f"{cfg.delay.correction}, run dir {cfg.run_dir}")
+
+
 def _report(cfg, result, wall: float) -> None:
     """The closing lines of a finished run (stdout)."""
     if not result.finished:
@@ -265,7 +274,10 @@ def _report(cfg, result, wall: float) -> None:
     tps = f", {result.steady_tokens_per_s:,.0f} tokens/s (steady)" \
         if result.steady_tokens_per_s else ""
     mfu = f", MFU {100 * result.mfu:.1f} %" if result.mfu else ""
-    print(f"done: {result.steps_done} steps in {_fmt_time(wall)}; train loss "
+    ran = result.steps_done - result.start_step
+    steps = f"{ran} of {result.steps_done} steps (resumed at step {result.start_step})" \
+        if result.start_step else f"{result.steps_done} steps"
+    print(f"done: {steps} in {_fmt_time(wall)}; train loss "
           f"{first}{result.final_train_loss:.3f}{val}{tps}{mfu}")
     print(f"run directory: {result.run_dir}")
     if result.export is not None:

@@ -472,6 +472,10 @@ def validate(cfg: Config, world_size: int | None = None) -> None:
         raise ConfigError(f"data.source={d.source!r} needs data.path (a file, folder or glob)")
     if d.source == "hf" and not d.hf_name:
         raise ConfigError("data.source='hf' needs data.hf_name (e.g. roneneldan/TinyStories)")
+    if d.path and d.source not in ("files", "shards"):
+        # otherwise the run would silently train on data.source's corpus instead
+        raise ConfigError(f"data.path={d.path!r} is read only with data.source files or "
+                          f"shards, but data.source={d.source!r}; add --data.source files")
     if t.batch_size % p.microbatches:
         raise ConfigError(f"train.batch_size={t.batch_size} is not divisible by "
                           f"pipeline.microbatches={p.microbatches}; make it a multiple")
