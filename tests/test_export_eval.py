@@ -150,3 +150,19 @@ def test_export_refuses_a_used_folder_and_a_run_without_checkpoint(runs, tmp_pat
     done = _tool("asyncpp.train.export_cli", empty, "--out", tmp_path / "x", cache=cache)
     assert done.returncode == 2 and "no checkpoint" in done.stderr, done.stderr
     assert not (tmp_path / "x").exists()
+
+
+def test_export_of_a_mixture_of_experts_is_refused_with_nothing_written(tmp_path, capsys):
+    from asyncpp.train import cli, export_cli
+
+    run = tmp_path / "moe"
+    assert cli.main(["--model.name", "moe-tiny", "--data.max_documents", "30",
+                     "--data.seq_len", "16", "--train.steps", "1", "--train.batch_size", "2",
+                     "--train.eval_batches", "1", "--run.threads", "1", "--log.plot", "false",
+                     "--log.tensorboard", "off", "--data.cache_dir", str(tmp_path / "cache"),
+                     "--run.dir", str(run)]) == 0
+    capsys.readouterr()
+    assert export_cli.main([str(run), "--out", str(tmp_path / "hf")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "mixture of experts" in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cache", "moe"]

@@ -58,7 +58,11 @@ def main(argv: list[str] | None = None) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp"))
     try:
-        export_hf(run.model, tmp, tokenizer_file=tokenizer_file, eos_token_id=eos)
+        try:
+            export_hf(run.model, tmp, tokenizer_file=tokenizer_file, eos_token_id=eos)
+        except ValueError as e:  # e.g. a mixture of experts: no LlamaForCausalLM equivalent
+            shutil.rmtree(tmp, ignore_errors=True)
+            return _fail(str(e))
         tmp.chmod(0o777 & ~_umask())
         if out.exists():
             shutil.rmtree(out) if out.is_dir() else out.unlink()
