@@ -45,3 +45,49 @@ def test_plain_lines_resume_summary_and_file_modes(tmp_path, capsys):
     assert len(files) == 4
     for f in files:
         assert stat.S_IMODE(f.stat().st_mode) == 0o644, f
+
+
+STUB = '''"""A stand-in for wandb that writes each call as a JSON line to $WANDB_STUB_LOG."""
+import json, os
+run = None
+def _w(kind, **kw):
+    with open(os.environ["WANDB_STUB_LOG"], "a") as f:
+        f.write(json.dumps({"call": kind, **kw}, default=str) + "\\n")
+def init(**kw):
+    global run
+    run = object()
+    _w("init", **kw)
+    return run
+def log(data, step=None):
+    _w("log", data=data, step=step)
+def finish():
+    _w("finish")
+'''
+
+
+def test_wandb_hook_logs_every_step_and_a_missing_package_is_refused(tmp_path, capsys,
+                                                                      monkeypatch):
+    import sys
+
+    run = tmp_path / "run"
+    argv = [*ARGS, "--train.steps", "3", "--train.checkpoint_every", "0",
+            "--data.cache_dir", str(tmp_path / "cache"), "--run.dir", str(run),
+            "--log.wandb", "asyncpp-test"]
+    monkeypatch.setitem(sys.modules, "wandb", None)  # not installed: import fails
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "wandb is not installed" in err, err
+    assert not run.exists()
+    monkeypatch.delitem(sys.modules, "wandb")
+    (tmp_path / "stub").mkdir()
+    (tmp_path / "stub" / "wandb.py").write_text(STUB)
+    monkeypatch.syspath_prepend(str(tmp_path / "stub"))
+    monkeypatch.setenv("WANDB_STUB_LOG", str(tmp_path / "calls.jsonl"))
+    assert cli.main(argv) == 0
+    calls = [json.loads(ln) for ln in (tmp_path / "calls.jsonl").read_text().splitlines()]
+    assert [c["call"] for c in calls] == ["init", "log", "log", "log", "finish"]
+    assert calls[0]["project"] == "asyncpp-test" and calls[0]["name"] == "run"
+    records = [json.loads(ln) for ln in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [c["step"] for c in calls[1:4]] == [r["step"] for r in records] == [1, 2, 3]
+    for c, r in zip(calls[1:4], records):
+        assert c["data"]["train_loss"] == r["train_loss"]

@@ -152,6 +152,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.print_config:
         sys.stdout.write(to_toml(cfg.resolved()))
         return 0
+    from .wandb_hook import finish_wandb, require_wandb, with_wandb
+
+    try:
+        wandb = require_wandb(cfg)
+    except ConfigError as e:
+        return _fail(str(e))
 
     world = _world_size()
     from . import checkpoint as ckpt_io  # torch is imported from here on
@@ -177,6 +183,7 @@ def main(argv: list[str] | None = None) -> int:
         except ConfigError as e:
             return _fail(str(e))
         hooks, bar = progress_hooks(cfg, stop, peak, world)
+        hooks = with_wandb(hooks, cfg, wandb if rank == 0 else None)
         from ..pipeline import PipelineError
 
         if rank == 0:
@@ -193,6 +200,7 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             if bar["bar"] is not None:
                 bar["bar"].close()
+            finish_wandb(wandb if rank == 0 else None)
         code = result.exit_code
         if code > 128:  # every rank stopped at the same step boundary (SIGTERM/SIGINT)
             say(f"rank {rank}: interrupted; checkpoint written at step {result.steps_done} "
@@ -225,6 +233,7 @@ def main(argv: list[str] | None = None) -> int:
 
     old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
     hooks, bar = progress_hooks(cfg, stop, components.peak_tflops(cfg, device), 1)
+    hooks = with_wandb(hooks, cfg, wandb)
     try:
         result = trainer.train(cfg, resume=args.resume, hooks=hooks, prepared=prepared,
                                stop=stop)
@@ -238,6 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if bar["bar"] is not None:
             bar["bar"].close()
+        finish_wandb(wandb)
         for s, h in old.items():
             signal.signal(s, h)
     if stop["signal"] is not None:

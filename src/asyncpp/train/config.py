@@ -212,6 +212,8 @@ class LogSection:
     tensorboard: str = opt("auto", "TensorBoard events: auto (if installed), on, off",
                            choices=("auto", "on", "off"))
     plot: bool = opt(True, "write loss.png into the run directory at the end")
+    wandb: str = opt("", "Weights & Biases project to log every step's record to (needs the "
+                     "wandb extra; empty: off)")
 
 
 @dataclass(frozen=True)
