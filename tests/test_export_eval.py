@@ -166,3 +166,14 @@ def test_export_of_a_mixture_of_experts_is_refused_with_nothing_written(tmp_path
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "mixture of experts" in err, err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cache", "moe"]
+
+
+def test_train_export_under_torchrun_points_to_asyncpp_export():
+    from asyncpp.train.config import ConfigError, from_dict
+    from asyncpp.train.pipelined import check_layout
+
+    cfg = from_dict({"model": {"name": "tiny"}, "train": {"export": True, "batch_size": 4},
+                     "pipeline": {"schedule": "2bw", "stages": 2, "microbatches": 2},
+                     "run": {"dir": "runs/x"}})
+    with pytest.raises(ConfigError, match=r"asyncpp-export runs/x --out DIR"):
+        check_layout(cfg, 2)
