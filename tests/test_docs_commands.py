@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -52,6 +53,7 @@ def plan(cmd: str) -> tuple[str, str]:
         (r"^make (setup|test|book|verify)\b", "make-dry", "make -n: too long to run here"),
         (r"^(\.venv/bin/)?asyncpp-schedule\b", "run", "cheap"),
         (r"^(\.venv/bin/)?asyncpp-plot\b", "plot", "plots the runs of make compare"),
+        (r"^(\.venv/bin/)?asyncpp-(export|eval)\b", "on-run", "reads a run of make compare"),
         (r"^(\.venv/bin/)?asyncpp-train\b.*configs/(smollm|moe)", "print-config", "needs a GPU"),
         (r"^(\.venv/bin/)?asyncpp-train\b", "train", "runs, shortened"),
         (r"torchrun\b.*--nnodes=2", "print-config", "needs a second machine"),
@@ -210,6 +212,21 @@ def test_plot_command_on_the_compare_runs(doc, cmd, compare_runs, tmp_path):
     _run(cmd, tmp_path)
     out = re.search(r"-o\s+(\S+)", cmd)
     assert (tmp_path / (out.group(1) if out else "loss.png")).is_file()
+
+
+@pytest.mark.parametrize("doc,cmd", _ids("on-run"))
+def test_export_and_eval_commands_on_the_compare_runs(doc, cmd, compare_runs, tmp_path):
+    """``asyncpp-export`` / ``asyncpp-eval`` as written, on the runs ``make compare`` makes (and
+    the book's pages as other data)."""
+    (tmp_path / "runs").symlink_to(compare_runs, target_is_directory=True)
+    (tmp_path / "book").symlink_to(ROOT / "book", target_is_directory=True)
+    res = _run(cmd, tmp_path)
+    if "asyncpp-eval" in cmd:
+        assert re.fullmatch(r"val loss \d+\.\d+\n", res.stdout), res.stdout
+    else:
+        out = re.search(r"--out\s+(\S+)", cmd).group(1)
+        assert (tmp_path / out / "model.safetensors").is_file()
+        shutil.rmtree(tmp_path / out)  # the next run of this test writes it again
 
 
 @pytest.mark.parametrize("doc,cmd", _ids("collect"))

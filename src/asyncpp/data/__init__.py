@@ -3,6 +3,7 @@ deterministic resumable sampling. The entry point is :func:`load_data`."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 from dataclasses import dataclass
@@ -60,6 +61,7 @@ class DataBundle:
     # the validation split's sources (one "all" unless the shards' manifest names them)
     val_sources: list[Source] | None = None
     manifest: Path | None = None  # the corpus manifest the shards came with, if any
+    warnings: tuple[str, ...] = ()  # one line each, shown to the user before training
 
 
 def split_documents(docs: list[str], val_fraction: float) -> tuple[list[str], list[str]] | None:
@@ -152,10 +154,18 @@ def load_data(cfg, model_vocab_size: int) -> DataBundle:
     train_arr = np.load(train_path, mmap_mode="r")
     val_arr = np.load(val_path, mmap_mode="r")
     tok_file = Path(tok.source.removeprefix("bpe:"))
-    return _bundle([train_arr], [val_arr] if len(val_arr) else [], cfg.seq_len, tok,
+    bundle = _bundle([train_arr], [val_arr] if len(val_arr) else [], cfg.seq_len, tok,
                    tok_file if tok_file.is_file() else None,
                    f"{desc}: {len(train_arr):,} train / {len(val_arr):,} val tokens, "
                    f"tokenizer vocab {tok.vocab_size}")
+    if tok.vocab_size < model_vocab_size:
+        # a BPE stops merging when the corpus has no pair left to merge: those rows of the
+        # embedding are never read, and their softmax mass is learned away
+        bundle = dataclasses.replace(bundle, warnings=(
+            f"warning: the tokenizer has {tok.vocab_size} tokens but model.vocab_size is "
+            f"{model_vocab_size}; {model_vocab_size - tok.vocab_size} embedding rows will never "
+            f"be used (set --model.vocab_size {tok.vocab_size}, or give the BPE more text)",))
+    return bundle
 
 
 def _cached_bpe(path: Path) -> Tokenizer | None:

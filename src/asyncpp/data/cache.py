@@ -38,13 +38,23 @@ def file_digest(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
     return h.hexdigest()
 
 
+def current_umask() -> int:
+    """The process's umask (read by setting it and restoring it at once)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write(path: str | os.PathLike, write: Callable) -> Path:
     """Create ``path`` atomically: ``write(fileobj)`` into a temporary file in the same folder,
-    flush + fsync, then ``os.replace`` (readers see the old file or the complete new one)."""
+    flush + fsync, then ``os.replace`` (readers see the old file or the complete new one).
+    The file gets the mode a plain ``open`` would give it (0666 less the umask): the temporary
+    file is private (0600) only while it is being written."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, 0o666 & ~current_umask())
         with os.fdopen(fd, "wb") as f:
             write(f)
             f.flush()

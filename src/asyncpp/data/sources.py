@@ -29,7 +29,8 @@ MAGIC_UINT32 = 20240801
 
 def expand_paths(spec: str, what: str = "data.path", suffixes: tuple[str, ...] | None = None
                  ) -> list[Path]:
-    """Files named by ``spec``: a file, a folder (its files with ``suffixes``, sorted), or a
+    """Files named by ``spec``: a file, a folder (its files with ``suffixes`` at any depth,
+    sorted; names starting with a dot, such as ``.DS_Store`` or ``.git/``, are skipped), or a
     glob pattern (sorted). Raises ``ValueError`` if nothing matches."""
     if not spec:
         raise ValueError(f"{what} is empty; set it to a file, a folder or a glob pattern")
@@ -37,13 +38,15 @@ def expand_paths(spec: str, what: str = "data.path", suffixes: tuple[str, ...] |
     if p.is_file():
         files = [p]
     elif p.is_dir():
-        files = sorted(f for f in p.iterdir()
-                       if f.is_file() and (suffixes is None or f.suffix.lower() in suffixes))
+        files = sorted(f for f in p.rglob("*")
+                       if f.is_file() and not _hidden(f.relative_to(p))
+                       and (suffixes is None or f.suffix.lower() in suffixes))
     else:
         files = sorted(Path(f) for f in glob.glob(os.path.expanduser(spec)) if Path(f).is_file())
     if not files:
         hint = f" with suffix {'/'.join(suffixes)}" if suffixes else ""
-        raise ValueError(f"{what}={spec!r} matches no files{hint}; check the path")
+        where = " (at any depth; names starting with a dot are skipped)" if p.is_dir() else ""
+        raise ValueError(f"{what}={spec!r} matches no files{hint}{where}; check the path")
     for f in files:
         if f.stat().st_size == 0:
             raise ValueError(f"data file {str(f)!r} is empty; remove it or point {what} elsewhere")
@@ -62,7 +65,7 @@ def read_documents(files: list[Path], text_field: str = "text", max_documents: i
         elif suffix in PARQUET_SUFFIXES:
             docs.extend(_read_parquet(f, text_field))
         elif suffix in TEXT_SUFFIXES or suffix == "":
-            docs.append(f.read_text(encoding="utf-8", errors="replace"))
+            docs.append(read_text_file(f))
         else:
             raise ValueError(
                 f"data file {str(f)!r} has an unsupported suffix {suffix!r}; use .txt/.md "
@@ -74,6 +77,26 @@ def read_documents(files: list[Path], text_field: str = "text", max_documents: i
     if not docs:
         raise ValueError(f"no text found in {', '.join(map(str, files))} (field {text_field!r})")
     return docs
+
+
+def _hidden(rel: Path) -> bool:
+    return any(part.startswith(".") for part in rel.parts)
+
+
+def read_text_file(path: Path) -> str:
+    """The text of a UTF-8 file; ``ValueError`` naming the file for a binary one (a NUL byte:
+    executables, images, compressed data) or one that is not valid UTF-8 — decoding such a
+    file with replacement characters would train on noise."""
+    raw = path.read_bytes()
+    if b"\x00" in raw:
+        raise ValueError(f"data file {str(path)!r} is binary (it holds NUL bytes), not text; "
+                         "remove it or point data.path elsewhere")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"data file {str(path)!r} is not UTF-8 text (byte {e.start}: "
+                         f"{raw[e.start:e.start + 1]!r}); convert it to UTF-8 or remove it"
+                         ) from None
 
 
 def _read_jsonl(path: Path, field: str) -> list[str]:

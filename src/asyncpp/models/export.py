@@ -87,18 +87,48 @@ def hf_config(cfg: ModelConfig, bos_token_id: int | None = None,
     }
 
 
+def tokenizer_config(tokenizer_file: str | os.PathLike, eos_token_id: int | None,
+                     max_length: int) -> tuple[dict, dict]:
+    """``tokenizer_config.json`` and ``special_tokens_map.json`` for ``tokenizer.json``, so
+    that ``AutoTokenizer`` names the same end-of-text token as ``config.json``'s
+    ``eos_token_id`` (and uses it as the beginning and padding token too: the model knows
+    no other)."""
+    from tokenizers import Tokenizer as HFTokenizer
+
+    tok = HFTokenizer.from_file(str(tokenizer_file))
+    eos = tok.id_to_token(eos_token_id) if eos_token_id is not None else None
+    special = {"bos_token": eos, "eos_token": eos, "unk_token": eos, "pad_token": eos} \
+        if eos is not None else {}
+    cfg = {"tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": max_length,
+           "clean_up_tokenization_spaces": False, **special}
+    return cfg, special
+
+
 def export_hf(model: Transformer, out_dir: str | os.PathLike, *,
               tokenizer_file: str | os.PathLike | None = None,
               eos_token_id: int | None = None) -> Path:
-    """Write ``model.safetensors`` + ``config.json`` (+ ``tokenizer.json`` if given) to
-    ``out_dir``; ``LlamaForCausalLM.from_pretrained(out_dir)`` reproduces our logits."""
+    """Write ``model.safetensors`` + ``config.json`` (+ ``tokenizer.json``,
+    ``tokenizer_config.json`` and ``special_tokens_map.json`` if a tokenizer is given) to
+    ``out_dir``; ``LlamaForCausalLM.from_pretrained(out_dir)`` reproduces our logits and
+    ``AutoTokenizer.from_pretrained(out_dir)`` our tokens. Files get mode 0666 less the
+    umask (0644 under the usual 022)."""
     from safetensors.torch import save_file
+
+    from ..data.cache import current_umask
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     save_file(hf_state_dict(model), str(out / "model.safetensors"), metadata={"format": "pt"})
     cfg = hf_config(model.config, eos_token_id, eos_token_id)
     (out / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
+    written = ["model.safetensors", "config.json"]
     if tokenizer_file is not None:
         (out / "tokenizer.json").write_bytes(Path(tokenizer_file).read_bytes())
+        tcfg, special = tokenizer_config(tokenizer_file, eos_token_id, model.config.max_seq_len)
+        (out / "tokenizer_config.json").write_text(json.dumps(tcfg, indent=2) + "\n")
+        (out / "special_tokens_map.json").write_text(json.dumps(special, indent=2) + "\n")
+        written += ["tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"]
+    mode = 0o666 & ~current_umask()
+    for name in written:
+        os.chmod(out / name, mode)
     return out

@@ -56,11 +56,14 @@ def _reject_unknown(name: str, hparams: dict, cls, extra: tuple[str, ...] = ()) 
 
 
 def build_optimizer(name: str, named_parameters, **hparams) -> Optimizer:
-    """Build optimizer ``name`` over ``named_parameters`` (an iterable of ``(name, param)``).
+    r"""Build optimizer ``name`` over ``named_parameters`` (an iterable of ``(name, param)``).
 
     ``muon`` returns one :class:`~asyncpp.optim.Muon` with a Muon group for hidden matrices and
     an AdamW group for everything else (``adamw_*`` hyper-parameters; ``non_muon_pattern``
-    overrides the name rule). Other names build the corresponding single optimizer over all
+    overrides the name rule). Hidden matrices whose names match ``transposed_pattern`` are
+    stored ``(in, out)`` — GPT-2's ``Conv1D``, e.g. ``r"\.(c_attn|c_proj|c_fc)\.weight$"`` —
+    and go to a Muon group with ``transposed=True``, so the shape rule reads their sides the
+    right way round. Other names build the corresponding single optimizer over all
     parameters.
     """
     name = str(name).lower()
@@ -73,7 +76,8 @@ def build_optimizer(name: str, named_parameters, **hparams) -> Optimizer:
         hparams["momentum"] = check_momentum(hparams["momentum"])
     if name == "muon":
         pattern = hparams.pop("non_muon_pattern", DEFAULT_NON_MUON_PATTERN)
-        _reject_unknown(name, hparams, Muon, ("non_muon_pattern",))
+        flipped = hparams.pop("transposed_pattern", None)
+        _reject_unknown(name, hparams, Muon, ("non_muon_pattern", "transposed_pattern"))
         muon_params, other = split_muon_params(named, pattern)
         if not muon_params:
             raise ValueError(
@@ -81,6 +85,14 @@ def build_optimizer(name: str, named_parameters, **hparams) -> Optimizer:
                 f"do not match {pattern!r}); use 'adamw' for this model or change non_muon_pattern"
             )
         groups = [{"params": muon_params, "use_muon": True}]
+        if flipped is not None:
+            rule = re.compile(flipped)
+            marked = {id(p) for n, p in named if rule.search(n)}
+            groups = [{"params": [p for p in muon_params if id(p) not in marked],
+                       "use_muon": True},
+                      {"params": [p for p in muon_params if id(p) in marked],
+                       "use_muon": True, "transposed": True}]
+            groups = [g for g in groups if g["params"]]
         if other:
             groups.append({"params": other, "use_muon": False})
         return Muon(groups, **hparams)

@@ -30,6 +30,7 @@ import torch
 from torch import Tensor
 from torch.optim import Optimizer
 
+from ..names import MUON_ADAMW_LR, MUON_NS_DTYPE
 from .newton_schulz import (
     DEFAULT_COEFFICIENTS,
     DEFAULT_EPS,
@@ -41,10 +42,13 @@ from .newton_schulz import (
 LR_RULES = ("original", "match_rms_adamw", "none")
 
 
-def adjusted_lr(lr: float, rule: str | None, shape: torch.Size) -> float:
+def adjusted_lr(lr: float, rule: str | None, shape: torch.Size,
+                transposed: bool = False) -> float:
     r"""Muon's shape-dependent step: ``original`` :math:`\gamma\sqrt{\max(1,A/B)}`,
-    ``match_rms_adamw`` :math:`0.2\gamma\sqrt{\max(A,B)}`, ``none`` :math:`\gamma`."""
-    A, B = shape[-2], shape[-1]
+    ``match_rms_adamw`` :math:`0.2\gamma\sqrt{\max(A,B)}`, ``none`` :math:`\gamma`, for a
+    weight mapping B inputs to A outputs: stored ``(A, B)`` as ``nn.Linear`` does, or
+    ``(B, A)`` with ``transposed`` (GPT-2's ``Conv1D``, ``x @ W``)."""
+    A, B = (shape[-1], shape[-2]) if transposed else (shape[-2], shape[-1])
     if rule is None or rule == "original":
         return lr * math.sqrt(max(1.0, A / B))
     if rule == "match_rms_adamw":
@@ -83,8 +87,12 @@ class Muon(Optimizer):
         ns_coefficients, ns_steps, eps: the Newton–Schulz polynomial, iteration count and
             normalisation floor.
         adjust_lr_fn: ``"original"`` (default), ``"match_rms_adamw"`` or ``"none"``.
-        ns_dtype: iteration precision: ``"bfloat16"`` (as torch.optim.Muon), ``"float32"``,
-            ``"float64"`` or ``"native"`` (the parameter's dtype).
+        ns_dtype: iteration precision: ``"auto"`` (default: bfloat16 on CUDA, as
+            torch.optim.Muon, float32 elsewhere — the CLI's default too), ``"bfloat16"``,
+            ``"float32"``, ``"float64"`` or ``"native"`` (the parameter's dtype).
+        A group with ``transposed=True`` holds weights stored ``(in, out)`` (GPT-2's
+        ``Conv1D``): the orthogonalisation is the same (the polar factor of Gᵀ is that of G,
+        transposed) but the shape rule reads the sides swapped (:func:`adjusted_lr`).
         adamw_lr, adamw_betas, adamw_eps, adamw_weight_decay: defaults for ``use_muon=False``
             groups.
     """
@@ -100,8 +108,8 @@ class Muon(Optimizer):
         ns_steps: int = DEFAULT_STEPS,
         eps: float = DEFAULT_EPS,
         adjust_lr_fn: str | None = "original",
-        ns_dtype: str = "bfloat16",
-        adamw_lr: float = 3e-4,
+        ns_dtype: str = MUON_NS_DTYPE,
+        adamw_lr: float = MUON_ADAMW_LR,
         adamw_betas: tuple[float, float] = (0.9, 0.95),
         adamw_eps: float = 1e-8,
         adamw_weight_decay: float = 0.0,
@@ -114,11 +122,12 @@ class Muon(Optimizer):
             raise ValueError(f"ns_steps must be an integer in [0, 100), got {ns_steps!r}")
         if len(tuple(ns_coefficients)) != 3:
             raise ValueError(f"ns_coefficients must be three numbers, got {ns_coefficients!r}")
-        resolve_ns_dtype(ns_dtype, torch.float32)
+        if ns_dtype != "auto":
+            resolve_ns_dtype(ns_dtype, torch.float32)
         defaults = dict(
             lr=lr, momentum=momentum, nesterov=nesterov, weight_decay=weight_decay,
             ns_coefficients=tuple(ns_coefficients), ns_steps=ns_steps, eps=eps,
-            adjust_lr_fn=adjust_lr_fn, ns_dtype=ns_dtype, use_muon=True,
+            adjust_lr_fn=adjust_lr_fn, ns_dtype=ns_dtype, use_muon=True, transposed=False,
             adamw_lr=adamw_lr, betas=tuple(adamw_betas), adamw_eps=adamw_eps,
             adamw_weight_decay=adamw_weight_decay,
         )
@@ -171,8 +180,11 @@ class Muon(Optimizer):
             update = p.grad.lerp(buf, beta) if group["nesterov"] else buf
             key = (tuple(p.shape[-2:]), p.dtype, p.device)
             buckets[key].append((p, update))
-        for (_, dtype, _), items in buckets.items():
-            ns_dtype = resolve_ns_dtype(group["ns_dtype"], dtype)
+        for (_, dtype, device), items in buckets.items():
+            name = group["ns_dtype"]
+            if name == "auto":
+                name = "bfloat16" if device.type == "cuda" else "float32"
+            ns_dtype = resolve_ns_dtype(name, dtype)
             stacked = torch.cat([u.reshape(-1, *u.shape[-2:]) for _, u in items])
             ortho = newton_schulz(
                 stacked, group["ns_steps"], group["ns_coefficients"], group["eps"], ns_dtype
@@ -183,7 +195,8 @@ class Muon(Optimizer):
                 o = ortho[offset:offset + count].reshape(p.shape)
                 offset += count
                 p.mul_(1 - group["lr"] * group["weight_decay"])
-                p.add_(o, alpha=-adjusted_lr(group["lr"], group["adjust_lr_fn"], p.shape))
+                p.add_(o, alpha=-adjusted_lr(group["lr"], group["adjust_lr_fn"], p.shape,
+                                             group.get("transposed", False)))
 
     def _adamw_group(self, group) -> None:
         beta1, beta2 = group["betas"]

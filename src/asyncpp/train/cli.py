@@ -154,6 +154,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.print_config:
         sys.stdout.write(to_toml(cfg.resolved()))
         return 0
+    from .wandb_hook import finish_wandb, require_wandb, with_wandb
+
+    try:
+        wandb = require_wandb(cfg)
+    except ConfigError as e:
+        return _fail(str(e))
 
     world = _world_size()
     from . import checkpoint as ckpt_io  # torch is imported from here on
@@ -179,7 +185,11 @@ def main(argv: list[str] | None = None) -> int:
         except ConfigError as e:
             return _fail(str(e))
         hooks, bar = progress_hooks(cfg, stop, peak, world)
+        hooks = with_wandb(hooks, cfg, wandb if rank == 0 else None)
         from ..pipeline import PipelineError
+
+        if rank == 0:
+            say(f"{_model_line(cfg)}; {world} ranks")
 
         try:
             result = trainer.train_distributed(cfg, resume=args.resume,
@@ -192,6 +202,7 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             if bar["bar"] is not None:
                 bar["bar"].close()
+            finish_wandb(wandb if rank == 0 else None)
         code = result.exit_code
         if result.error is not None:
             say(f"error: {result.error}" if rank == 0 else f"rank {rank}: error: {result.error}")
@@ -216,14 +227,13 @@ def main(argv: list[str] | None = None) -> int:
     data, ckpt, device = prepared
     for note in (ckpt or {}).pop("skipped", None) or []:
         say(note)
-    mc = cfg.model_config()
     print(f"{PROG}: {data.description}", file=sys.stderr)
-    print(f"{PROG}: model {mc.name} ({mc.num_params() / 1e6:.2f}M params), optimizer "
-          f"{cfg.optimizer.name}, schedule {cfg.pipeline.schedule} (P={cfg.pipeline.stages}, "
-          f"m={cfg.pipeline.microbatches}, delays {cfg.stage_delays()}), correction "
-          f"{cfg.delay.correction}, run dir {cfg.run_dir}", file=sys.stderr)
+    for line in data.warnings:
+        say(line)
+    say(_model_line(cfg))
 
     hooks, bar = progress_hooks(cfg, stop, components.peak_tflops(cfg, device), 1)
+    hooks = with_wandb(hooks, cfg, wandb)
     try:
         with stop_on_signals(stop, forwarded=False):
             result = trainer.train(cfg, resume=args.resume, hooks=hooks, prepared=prepared,
@@ -238,6 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if bar["bar"] is not None:
             bar["bar"].close()
+        finish_wandb(wandb)
     if result.error is not None:
         say(f"error: {result.error}")
         return 1
@@ -251,6 +262,14 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     _report(cfg, result, time.perf_counter() - t0)
     return 0
+
+
+def _model_line(cfg) -> str:
+    mc = cfg.model_config()
+    return (f"model {mc.name} ({mc.num_params() / 1e6:.2f}M params), optimizer "
+            f"{cfg.optimizer.name}, schedule {cfg.pipeline.schedule} (P={cfg.pipeline.stages}, "
+            f"m={cfg.pipeline.microbatches}, delays {cfg.stage_delays()}), correction "
+            f"{cfg.delay.correction}, run dir {cfg.run_dir}")
 
 
 def _report(cfg, result, wall: float) -> None:
@@ -267,7 +286,10 @@ def _report(cfg, result, wall: float) -> None:
     tps = f", {result.steady_tokens_per_s:,.0f} tokens/s (steady)" \
         if result.steady_tokens_per_s else ""
     mfu = f", MFU {100 * result.mfu:.1f} %" if result.mfu else ""
-    print(f"done: {result.steps_done} steps in {_fmt_time(wall)}; train loss "
+    ran = result.steps_done - result.start_step
+    steps = f"{ran} of {result.steps_done} steps (resumed at step {result.start_step})" \
+        if result.start_step else f"{result.steps_done} steps"
+    print(f"done: {steps} in {_fmt_time(wall)}; train loss "
           f"{first}{result.final_train_loss:.3f}{val}{tps}{mfu}")
     print(f"run directory: {result.run_dir}")
     if result.export is not None:

@@ -44,7 +44,7 @@ RESUME_FREE = {
     "train": {"eval_every", "eval_batches", "log_every", "checkpoint_every", "keep_checkpoints",
               "stop_after", "export", "val_sample", "final_eval"},
     "pipeline": {"simulate"},
-    "log": {"progress", "tensorboard", "plot"},
+    "log": {"progress", "tensorboard", "plot", "wandb"},
 }
 
 PEAK_TFLOPS = {"H100": 989.0, "H200": 989.0, "H800": 989.0, "A100": 312.0, "L40S": 362.0,

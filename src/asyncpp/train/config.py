@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..models.config import MODEL_CONFIGS, ModelConfig
-from ..names import CORRECTIONS, FORMULATIONS, OPTIMIZERS
+from ..names import CORRECTIONS, FORMULATIONS, MUON_ADAMW_LR, MUON_NS_DTYPE, OPTIMIZERS
 from ..pipeline.registry import ASYNC_SCHEDULES, CONFIG_SCHEDULES, get_spec
 
 if sys.version_info >= (3, 11):
@@ -150,12 +150,13 @@ class OptimizerSection:
     momentum: float = opt(0.95, "Muon momentum", lo=0.0, hi=0.9999)
     nesterov: bool = opt(True, "Muon Nesterov momentum")
     ns_steps: int = opt(5, "Muon Newton-Schulz iterations", lo=0, hi=99)
-    ns_dtype: str = opt("auto", "Newton-Schulz precision (auto: bfloat16 on GPU, float32 on CPU)",
+    ns_dtype: str = opt(MUON_NS_DTYPE,
+                        "Newton-Schulz precision (auto: bfloat16 on GPU, float32 on CPU)",
                         choices=("auto", "bfloat16", "float32", "float64", "native"))
     adjust_lr_fn: str = opt("original", "Muon shape rule", choices=("original",
                                                                     "match_rms_adamw", "none"))
-    adamw_lr: float = opt(3e-3, "Muon: peak lr of the AdamW side (embeddings, head, norms)",
-                          lo=0.0)
+    adamw_lr: float = opt(MUON_ADAMW_LR,
+                          "Muon: peak lr of the AdamW side (embeddings, head, norms)", lo=0.0)
     adamw_weight_decay: float = opt(0.0, "Muon: weight decay of the AdamW side", lo=0.0)
     adan_beta2: float = opt(0.92, "Adan: gradient-difference EMA coefficient and weight, torch "
                             "convention (Alg. 1 of the paper writes 1 - this: 0.08). Adan's beta1 "
@@ -215,6 +216,8 @@ class LogSection:
     tensorboard: str = opt("auto", "TensorBoard events: auto (if installed), on, off",
                            choices=("auto", "on", "off"))
     plot: bool = opt(True, "write loss.png into the run directory at the end")
+    wandb: str = opt("", "Weights & Biases project to log every step's record to (needs the "
+                     "wandb extra; empty: off)")
 
 
 @dataclass(frozen=True)
@@ -476,6 +479,10 @@ def validate(cfg: Config, world_size: int | None = None) -> None:
         raise ConfigError(f"data.source={d.source!r} needs data.path (a file, folder or glob)")
     if d.source == "hf" and not d.hf_name:
         raise ConfigError("data.source='hf' needs data.hf_name (e.g. roneneldan/TinyStories)")
+    if d.path and d.source not in ("files", "shards"):
+        # otherwise the run would silently train on data.source's corpus instead
+        raise ConfigError(f"data.path={d.path!r} is read only with data.source files or "
+                          f"shards, but data.source={d.source!r}; add --data.source files")
     if t.batch_size % p.microbatches:
         raise ConfigError(f"train.batch_size={t.batch_size} is not divisible by "
                           f"pipeline.microbatches={p.microbatches}; make it a multiple")

@@ -90,9 +90,10 @@ def check_layout(cfg: Config, world: int) -> tuple[int, int]:
                           "update is applied inside the pipeline before the loss is known); use "
                           "--train.on_nonfinite stop")
     if cfg.train.export:
-        raise ConfigError("train.export is not supported under torchrun yet (each rank holds "
-                          "one stage); export from a single-process run, or set "
-                          "--train.export false")
+        raise ConfigError("train.export is done after a torchrun launch, not inside it (each "
+                          "rank holds one stage): drop --train.export and run `asyncpp-export "
+                          f"{cfg.run_dir} --out DIR` when training ends (it merges the ranks' "
+                          "checkpoint shards)")
     return dp, P
 
 

@@ -1,9 +1,13 @@
-"""The progress bar of ``asyncpp-train`` (stderr): step, loss, validation loss, steady
-tokens/s, MFU where the device's peak is known, and tqdm's ETA."""
+"""The progress of ``asyncpp-train`` on stderr: step, loss, validation loss, steady tokens/s,
+MFU where the device's peak is known. On a terminal, a bar with tqdm's ETA; otherwise (a log
+file, a job scheduler, a pipe) plain timestamped lines — a bar's carriage returns would make
+one unreadable line — at the first and last step, every validation, and every
+``max(1, T // 20)`` steps of a T-step run."""
 
 from __future__ import annotations
 
 import sys
+import time
 
 from .components import model_flops_per_token
 from .trainer import Hooks
@@ -18,12 +22,14 @@ def progress_hooks(cfg, stop: dict, peak_tflops: float | None = None,
     average); MFU = (6N + 12·L·d·T)·tokens/s ÷ (peak · devices)."""
     from tqdm.auto import tqdm
 
-    state = {"bar": None, "val": None, "recent": []}
+    state = {"bar": None, "val": None, "recent": [], "total": 0}
     flops = model_flops_per_token(cfg)
+    plain = cfg.log.progress and not sys.stderr.isatty()
 
     def on_start(start, total):
+        state["total"] = total
         state["bar"] = tqdm(total=total, initial=start, file=sys.stderr, unit="step",
-                            dynamic_ncols=True, disable=not cfg.log.progress,
+                            dynamic_ncols=True, disable=plain or not cfg.log.progress,
                             desc=cfg.run.name, smoothing=0.1)
 
     def on_step(rec):
@@ -42,6 +48,14 @@ def progress_hooks(cfg, stop: dict, peak_tflops: float | None = None,
             post["tok/s"] = f"{tps:,.0f}"
             if peak_tflops:
                 post["mfu"] = f"{100 * flops * tps / (peak_tflops * 1e12 * devices):.1f}%"
+        if plain:
+            step, total = rec["step"], state["total"]
+            if step == 1 or step == total or "val_loss" in rec \
+                    or step % max(1, total // 20) == 0:
+                stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+                fields = " ".join(f"{k} {v}" for k, v in post.items())
+                print(f"{stamp} {PROG}: step {step}/{total} {fields}", file=sys.stderr,
+                      flush=True)
         bar.set_postfix(post, refresh=False)
         bar.update(1)
 

@@ -91,7 +91,7 @@ def train_distributed(cfg: Config, *, resume: bool = False,
                     manifest = complete_checkpoint(cfg, manifest, notes)
             if dist.get_rank() != 0 or hooks is None:
                 hooks = Hooks()
-            for note in notes:
+            for note in [data.description, *data.warnings, *notes]:
                 hooks.on_message(note)
             phase = {"setup": True}
             user_start = hooks.on_start

@@ -81,6 +81,7 @@ class RunResult:
     run_dir: Path
     steps_done: int
     finished: bool
+    start_step: int = 0  # the step this launch resumed from (0: a fresh run)
     final_train_loss: float | None = None
     final_val_loss: float | None = None
     final_validation: Evaluation | None = None  # the final validation, per source
@@ -173,7 +174,8 @@ class Trainer:
                                                      and tensorboard_available())
             metrics = MetricsWriter(cfg.run_dir, tensorboard=use_tb)
         self.metrics = metrics
-        result = RunResult(run_dir=cfg.run_dir, steps_done=start, finished=False)
+        result = RunResult(run_dir=cfg.run_dir, steps_done=start, finished=False,
+                           start_step=start)
         self.result = result
         self._times: list[float] = []
         self._rows: list = []          # completed steps not yet posted
@@ -370,7 +372,11 @@ class Trainer:
         cfg, be, r = self.cfg, self.backend, self.result
         if not self.writer:
             return
-        summary = {"steps": r.steps_done, "final_train_loss": r.final_train_loss,
+        # tokens_per_s: this launch's steps over its whole wall time (setup, warm-up,
+        # validations and checkpoints included); steady_tokens_per_s: the steps after the
+        # warm-up only (_steady_rate) — the rate a longer run approaches.
+        summary = {"steps": r.steps_done, "steps_this_launch": r.steps_done - r.start_step,
+                   "resumed_from_step": r.start_step, "final_train_loss": r.final_train_loss,
                    "final_val_loss": r.final_val_loss, "tokens_per_s": r.tokens_per_s,
                    "steady_tokens_per_s": r.steady_tokens_per_s, "first_step_s": r.first_step_s,
                    "model_tflops": (model_flops_per_token(cfg) * r.steady_tokens_per_s / 1e12
