@@ -61,3 +61,7 @@ def stop_on_signals(stop: dict, *, forwarded: bool | None = None):
     finally:
         for s, h in old.items():
             signal.signal(s, h)
+        if stop.get("signal") is not None:
+            # the stop is done (checkpoint written); a late copy of the SIGTERM must not turn
+            # the exit status 143 the caller is about to return into a death by signal
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)

@@ -240,7 +240,6 @@ class Trainer:
             hooks.on_message(f"the run is already complete ({T} steps); nothing to do")
         result.exit_code = 0 if (result.finished or stopped) else 1
         if self.stop_signal is not None:
-            hooks.on_message(f"interrupted; checkpoint written at step {step}")
             result.exit_code = 128 + int(self.stop_signal)
         return result
 
