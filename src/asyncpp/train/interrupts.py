@@ -33,8 +33,10 @@ def launched_by_torchrun() -> bool:
 def stop_on_signals(stop: dict, *, forwarded: bool | None = None):
     """While active, SIGTERM/SIGINT set ``stop["signal"]`` (the first one's number) as the
     module docstring describes; ``forwarded``: signals may arrive twice per request (default:
-    :func:`launched_by_torchrun`). The previous handlers are restored on exit. Outside the
-    main thread (where Python cannot install handlers) nothing is installed."""
+    :func:`launched_by_torchrun`). The previous handlers are restored on exit, except that
+    after a stop was requested SIGTERM stays ignored (the process is stopping; a late copy must
+    not kill it before it exits with 143). Outside the main thread (where Python cannot install
+    handlers) nothing is installed."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
