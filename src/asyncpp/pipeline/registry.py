@@ -10,6 +10,7 @@ schedule     async    delay τ_s of stage s   min m      sync windows tied W  up
 none         no       0                      1          —            yes     1
 gpipe        no       0                      1          —            yes     1
 1f1b         no       0                      1          —            yes     1
+zb-h1        no       0                      1          —            yes     1
 2bw          yes      1                      P − 1      yes          yes     1
 pipedream    yes      P − 1 − s              1          no           no      m
 wpipe        yes      1 (s < P/2), 0 (s ≥ P/2) P − 1  no           no      1
@@ -105,6 +106,7 @@ SPECS: dict[str, ScheduleSpec] = {
     "none": ScheduleSpec("none", False, True, False, False, True, needs_pipeline=False),
     "gpipe": ScheduleSpec("gpipe", False, True, False, False, True, all_forwards_first=True),
     "1f1b": ScheduleSpec("1f1b", False, True, False, False, True),
+    "zb-h1": ScheduleSpec("zb-h1", False, True, False, False, True),
     "2bw": ScheduleSpec("2bw", True, False, False, True, True),
     "pipedream": ScheduleSpec("pipedream", True, False, True, False, False),
     "wpipe": ScheduleSpec("wpipe", True, False, False, False, False, grouped=True),
