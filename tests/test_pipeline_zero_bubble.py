@@ -10,6 +10,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from asyncpp.optim import build_optimizer
 from asyncpp.pipeline import PipelineExecutor, build, build_stages, simulate
@@ -137,3 +138,34 @@ def test_the_weight_half_does_not_walk_the_graph_again():
     ex.train_steps([(x, torch.zeros_like(x))])
     # the first stage's input needs no gradient: its first block's tanh still needs one
     assert _CountingTanh.calls == 4 * m
+
+
+class _MatmulFlops(TorchDispatchMode):
+    """Counts the floating-point operations of every matrix product run under it."""
+
+    def __init__(self):
+        super().__init__()
+        self.flops = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if func is torch.ops.aten.mm.default:
+            a, b = args[0], args[1]
+        elif func is torch.ops.aten.addmm.default:
+            a, b = args[1], args[2]
+        else:
+            return out
+        self.flops += 2 * a.shape[0] * a.shape[1] * b.shape[1]
+        return out
+
+
+@pytest.mark.parametrize("P,m", [(2, 4), (3, 4)])
+def test_the_split_backward_does_the_matrix_products_of_one_backward(P, m):
+    """ZB-H1 runs exactly 1F1B's matrix products: the weight half computes only the weight
+    products (a re-walk from the output would add the hidden layers' input products again)."""
+    counts = {}
+    for name in ("1f1b", "zb-h1"):
+        with _MatmulFlops() as mode:
+            _train(name, P, m, steps=1)
+        counts[name] = mode.flops
+    assert counts["zb-h1"] == counts["1f1b"] > 0
