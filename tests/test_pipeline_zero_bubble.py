@@ -15,6 +15,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from asyncpp.optim import build_optimizer
 from asyncpp.pipeline import PipelineExecutor, build, build_stages, simulate
 from asyncpp.pipeline.actions import BackwardInput, BackwardWeight, from_str, kind_of, to_str
+from asyncpp.pipeline.simulator import default_devices, simulate_devices
 
 D, ROWS = 6, 8
 
@@ -58,6 +59,22 @@ def test_zb_h1_is_shorter_than_1f1b_when_the_backward_is_twice_the_forward(P, m)
     assert sum(zb.busy) == pytest.approx(sum(one.busy))  # same work, less idle time
 
 
+@pytest.mark.parametrize("R,m", [(2, 4), (4, 8), (4, 16)])
+def test_zb_v_on_r_devices_is_shorter_than_zb_h1_and_1f1b(R, m):
+    """ZB-V's 2R half-size stages in a V on R devices against ZB-H1 and 1F1B on R stages."""
+    one = simulate(build("1f1b", R, m, 2), t_forward=1, t_backward=2)
+    h1 = simulate(build("zb-h1", R, m, 2), t_forward=1, t_backward=2)
+    sched = build("zb-v", 2 * R, m, 2)
+    assert default_devices(sched) == [[d, 2 * R - 1 - d] for d in range(R)]
+    v = simulate_devices(sched, default_devices(sched), t_forward=0.5, t_backward=1)
+    assert v.makespan < h1.makespan < one.makespan
+
+
+def test_zb_v_needs_an_even_number_of_stages():
+    with pytest.raises(ValueError, match="two per device in a V"):
+        build("zb-v", 3, 4)
+
+
 def _mlp(P, seed=0):
     torch.manual_seed(seed)
     layers = []
@@ -85,10 +102,12 @@ def _train(schedule, P, m, steps=4, optname="adamw"):
     return losses, weights
 
 
-@pytest.mark.parametrize("P,m,optname", [(2, 2, "adamw"), (3, 4, "muon"), (4, 8, "adamw")])
-def test_zb_h1_trains_bit_equal_to_1f1b(P, m, optname):
+@pytest.mark.parametrize("schedule,P,m,optname", [
+    ("zb-h1", 2, 2, "adamw"), ("zb-h1", 3, 4, "muon"), ("zb-h1", 4, 8, "adamw"),
+    ("zb-v", 4, 4, "adamw"), ("zb-v", 4, 8, "muon")])
+def test_zero_bubble_trains_bit_equal_to_1f1b(schedule, P, m, optname):
     l1, w1 = _train("1f1b", P, m, optname=optname)
-    lz, wz = _train("zb-h1", P, m, optname=optname)
+    lz, wz = _train(schedule, P, m, optname=optname)
     assert lz == l1
     assert w1.keys() == wz.keys()
     for k in w1:

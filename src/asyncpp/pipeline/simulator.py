@@ -133,11 +133,14 @@ class DeviceSimResult:
 
 
 def default_devices(schedule: Schedule) -> list[list[int]]:
-    """One stage per device, except WPipe: device d of P/2 holds partitions d and P/2 + d."""
+    """One stage per device, except WPipe (device d of P/2 holds partitions d and P/2 + d) and
+    ZB-V (device d of P/2 holds stages d and P − 1 − d)."""
     P = schedule.num_stages
     spec = get_spec(schedule.name)
     if spec.grouped:
         return [[d, P // 2 + d] for d in range(P // 2)]
+    if spec.v_shaped:
+        return [[d, P - 1 - d] for d in range(P // 2)]
     return [[s] for s in range(P)]
 
 

@@ -90,7 +90,7 @@ from ..actions import (
     to_str,
 )
 from ..registry import PIPELINE_SCHEDULES, get_spec
-from . import gpipe, one_f_one_b, pipedream, two_bw, wpipe, zb_h1  # noqa: F401  (register the classes)
+from . import gpipe, one_f_one_b, pipedream, two_bw, wpipe, zb_h1, zb_v  # noqa: F401  (register the classes)
 from .base import PROGRAMS, Program
 
 __all__ = ["ACTIVATION", "GRADIENT", "PROGRAMS", "SCHEDULES", "Action", "Backward", "Forward",
