@@ -40,7 +40,6 @@ NCCL the data-parallel and tied-weight reductions read a has-gradient mask back 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import math
@@ -66,9 +65,13 @@ from ..actions import (
     Send,
     to_str,
 )
+from ..agreement import first_error
+from ..rank_diff import compare_across_ranks
 from ..registry import get_spec
 from ..topology import PipelineTopology
+from . import checkpoint
 from .errors import PipelineError
+from .evaluation import evaluate
 from .stage import Stage
 from .transport import Transport
 from .updates import UpdateQueue
@@ -449,21 +452,17 @@ class PipelineExecutor:
         mine = {"schedule": name, "num_stages": num_stages, "num_microbatches": m,
                 "config": json.loads(json.dumps(dict(config or {}), sort_keys=True,
                                                 default=repr))}
-        _compare_across_ranks(mine, None)
+        compare_across_ranks(mine, None)
 
     def _check_config(self, config, local_error: str | None = None) -> None:
         if not self.topo.distributed:
             return
         g = self.topo.world_group
-        errors = [None] * dist.get_world_size(g)
-        dist.all_gather_object(errors, local_error, group=g)
-        bad = [(r, e) for r, e in enumerate(errors) if e]
+        bad = first_error(local_error, g)
         if bad:
-            ranks = dist.get_process_group_ranks(g)
-            r, e = bad[0]
-            raise ValueError(f"pipeline set-up failed on rank {ranks[r]}: {e}")
+            raise ValueError(f"pipeline set-up failed on rank {bad[0]}: {bad[1]}")
         mine = self._describe(config)
-        _compare_across_ranks(mine, g)
+        compare_across_ranks(mine, g)
         # Topology and tied weights.
         tied = {}
         for ctx in self.contexts.values():
@@ -850,112 +849,18 @@ class PipelineExecutor:
     def _apply(self, ctx: Stage, pend) -> None:
         self.updates.apply(ctx, pend)
 
-    # -- evaluation --------------------------------------------------------------------------------
-    @torch.no_grad()
+    # -- evaluation and checkpoints ----------------------------------------------------------
     def evaluate(self, batches: Iterable, version: int | None = None) -> list[float]:
-        """Forward-only losses of ``batches`` (same format as :meth:`train_steps`) on one
-        weight version (default: the newest, i.e. the stages' parameters), averaged over
-        microbatches and data-parallel replicas; returned on every rank. Batches may differ in
-        size (each batch's first activation carries its shape). With several stages per rank,
-        ``version`` is the label for each stage (every stage must hold it)."""
-        batches = list(batches)
-        weights = {}
-        for s, ctx in self.contexts.items():
-            v = ctx.newest if version is None else version
-            if v not in ctx.versions:
-                raise ValueError(f"version {version} is not held; live: "
-                                 f"{sorted(ctx.versions)}")
-            weights[s] = ctx.versions[v]
-        P, m = self.num_stages, self.num_microbatches
-        contexts, tr = self.contexts, self.transport
-        for ctx in contexts.values():
-            ctx.begin_call()
-        tr.begin_call()
-        last = P - 1 in contexts
-        losses = torch.zeros(len(batches), dtype=torch.float64, device=self.device)
-        for k, b in enumerate(batches):
-            # batches may differ in size (a validation set's last batch): a header each
-            tr.header_sent.clear()
-            tr.header_recvd.clear()
-            xs = self._split(b[0], "inputs") if 0 in contexts else None
-            ys = self._split(b[1], "targets") if last else None
-            for i in range(m):
-                for s, ctx in sorted(contexts.items()):  # stage order: one global sequence
-                    if s == 0:
-                        x = xs[i]
-                    else:
-                        tr.communicate([Recv(ACTIVATION, k, i, s - 1, stage=s)], contexts)
-                        x = ctx.in_msgs.pop((ACTIVATION, k, i))
-                    if ctx.is_last:
-                        loss = ctx.output(weights[s], x, ys[i])
-                        losses[k] += loss.double().reshape(()) / m
-                    else:
-                        out = ctx.output(weights[s], x).contiguous()
-                        ctx.out_msgs[(ACTIVATION, k, i)] = out
-                        tr.communicate([Send(ACTIVATION, k, i, s + 1, stage=s)], contexts)
-        tr.drain_sends()
-        return self._gather_losses(losses, last)
-
-    # -- checkpoints -------------------------------------------------------------------------------
-    def _stage_state(self, ctx: Stage) -> dict:
-        return {"stage": ctx.stage, "newest": ctx.newest,
-                "versions": {v: {n: t.detach().clone() for n, t in ws.items()}
-                             for v, ws in ctx.versions.items()},
-                "optimizer": ctx.optimizer.state_dict()}
+        """Forward-only losses of ``batches`` (:func:`.evaluation.evaluate`)."""
+        return evaluate(self, batches, version)
 
     def state_dict(self) -> dict:
-        """Everything this rank needs to resume: every live weight version of each stage (the
-        newest is the stage's parameters), the DelayedOptimizer (wrapped optimizer + EF memory
-        + counters), the next step and the layout. Save one file per rank."""
-        head = {"format": "asyncpp.pipeline/1", "schedule": self.schedule_name,
-                "num_stages": self.num_stages, "num_microbatches": self.num_microbatches,
-                "dp_rank": self.topo.dp_rank, "next_step": self.next_step}
-        if self.placement is None:
-            st = self._stage_state(self._only())
-            return {**head, "stage": st["stage"], "newest": st["newest"],
-                    "versions": st["versions"], "optimizer": st["optimizer"]}
-        return {**head, "stage": sorted(self.contexts),
-                "stages": {s: self._stage_state(c) for s, c in self.contexts.items()}}
+        """Everything this rank needs to resume (:func:`.checkpoint.state_dict`)."""
+        return checkpoint.state_dict(self)
 
-    @torch.no_grad()
     def load_state_dict(self, state: Mapping) -> None:
-        """Restore :meth:`state_dict` (from the same stage(s) of the same layout)."""
-        if state.get("format") != "asyncpp.pipeline/1":
-            raise ValueError("not an asyncpp pipeline checkpoint (missing format tag)")
-        here = self._only().stage if self.placement is None else sorted(self.contexts)
-        mine = (self.schedule_name, self.num_stages, self.num_microbatches, here)
-        theirs = (state["schedule"], state["num_stages"], state["num_microbatches"],
-                  state["stage"])
-        if mine != theirs:
-            raise ValueError(
-                f"checkpoint is for (schedule, stages, microbatches, stage) = {theirs}, this "
-                f"rank runs {mine}; load the file written by the same stage of the same layout"
-            )
-        per_stage = {self._only().stage: state} if self.placement is None else state["stages"]
-        for s, ctx in self.contexts.items():
-            self._load_stage(ctx, per_stage[s])
-        self.next_step = int(state["next_step"])
-        for ctx in self.contexts.values():
-            ctx.next_item = (self.next_step, 0)
-            ctx.max_forwarded = self.next_step - 1
-
-    def _load_stage(self, ctx: Stage, state: Mapping) -> None:
-        newest = int(state["newest"])
-        versions = state["versions"]
-        for n, p in ctx.params:
-            if n not in versions[newest]:
-                raise ValueError(f"checkpoint lacks parameter {n!r}")
-            p.data = versions[newest][n].to(device=p.device, dtype=p.dtype).clone()
-        ctx.versions = {}
-        for v, ws in versions.items():
-            v = int(v)
-            if v == newest:
-                ctx.versions[v] = ctx.alias_master()
-            else:
-                ctx.versions[v] = {n: t.to(self.device).clone() for n, t in ws.items()}
-        ctx.newest = newest
-        ctx.optimizer.load_state_dict(state["optimizer"])
-
+        """Restore :meth:`state_dict` (:func:`.checkpoint.load_state_dict`)."""
+        checkpoint.load_state_dict(self, state)
 
 def _check_placement(placement, stage, optimizer):
     if placement is None:
@@ -972,41 +877,3 @@ def _check_placement(placement, stage, optimizer):
         raise ValueError("with placement=, give stage and optimizer as mappings {stage index: "
                          "module / optimizer} of the stages this rank runs")
     return tuple(tuple(d) for d in devs)
-
-
-def _digest(obj) -> str:
-    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=repr).encode()).hexdigest()
-
-
-def _flatten(d: Mapping, prefix: str = "") -> dict:
-    """{"a": {"b": 1}} -> {"a.b": 1}: every leaf under its dotted key."""
-    out = {}
-    for k, v in d.items():
-        key = f"{prefix}{k}"
-        if isinstance(v, Mapping) and v:
-            out.update(_flatten(v, key + "."))
-        else:
-            out[key] = v
-    return out
-
-
-def _compare_across_ranks(mine: dict, group) -> None:
-    """All-gather ``mine`` and raise ``ValueError`` on every rank if any rank differs."""
-    world = dist.get_world_size(group)
-    everyone = [None] * world
-    dist.all_gather_object(everyone, (_digest(mine), mine), group=group)
-    ref_digest, ref = everyone[0]
-    bad = [r for r, (d, _) in enumerate(everyone) if d != ref_digest]
-    if bad:
-        # nested settings (a trainer's whole configuration) are compared leaf by leaf, so the
-        # message names the dotted keys that differ, never whole sub-dictionaries
-        ref, other = _flatten(ref), _flatten(everyone[bad[0]][1])
-        missing = "(not set)"
-        keys = sorted(k for k in set(ref) | set(other)
-                      if ref.get(k, missing) != other.get(k, missing))
-        diffs = "; ".join(f"{k}: rank 0 has {ref.get(k, missing)!r}, rank {bad[0]} has "
-                          f"{other.get(k, missing)!r}" for k in keys)
-        raise ValueError(
-            f"pipeline configuration differs across ranks (ranks {bad} differ from rank 0): "
-            f"{diffs}. Start every rank with the same configuration"
-        )
