@@ -188,3 +188,41 @@ def test_the_split_backward_does_the_matrix_products_of_one_backward(P, m):
             _train(name, P, m, steps=1)
         counts[name] = mode.flops
     assert counts["zb-h1"] == counts["1f1b"] > 0
+
+
+TRAIN_ARGS = ["--model.name", "tiny", "--data.max_documents", "60", "--data.seq_len", "16",
+              "--train.steps", "3", "--train.batch_size", "4", "--train.eval_every", "3",
+              "--train.eval_batches", "1", "--optimizer.name", "adamw", "--optimizer.lr",
+              "0.01", "--pipeline.stages", "2", "--pipeline.microbatches", "2",
+              "--run.threads", "1", "--log.progress", "false", "--log.plot", "false",
+              "--log.tensorboard", "off"]
+
+
+@pytest.mark.multiprocess
+def test_zb_h1_through_asyncpp_train_on_two_ranks_equals_1f1b(tmp_path):
+    """``asyncpp-train --pipeline.schedule zb-h1`` on 2 ranks (started as torchrun starts
+    them): every train and validation loss equals the 1F1B run's, bit for bit."""
+    import json
+    import os
+    import sys
+    from pathlib import Path
+
+    from asyncpp.pipeline.launch import run_ranks
+
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    env = dict(os.environ, OMP_NUM_THREADS="1", ASYNCPP_CACHE=str(tmp_path / "cache"),
+               PYTHONPATH=src + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    losses = {}
+    for name in ("1f1b", "zb-h1"):
+        run_dir = tmp_path / name
+        codes = run_ranks([sys.executable, "-m", "asyncpp.train.cli", *TRAIN_ARGS,
+                           "--pipeline.schedule", name, "--run.dir", str(run_dir)], 2,
+                          tmp_path / f"logs-{name}", deadline=240, env=env,
+                          log_name="rank{rank}.log")
+        assert codes == [0, 0], (tmp_path / f"logs-{name}" / "rank0.log").read_text()[-3000:]
+        recs = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+        losses[name] = [(r["step"], r["train_loss"], r.get("val_loss"), r.get("grad_norm"))
+                        for r in recs]
+    assert [r[0] for r in losses["1f1b"]] == [1, 2, 3]
+    assert losses["1f1b"][-1][2] is not None  # a validation loss was compared too
+    assert losses["zb-h1"] == losses["1f1b"]
