@@ -48,7 +48,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 P = 2
-ASYNCPP = ("1f1b", "2bw", "pipedream", "1f1b@looped", "2bw@looped")
+ASYNCPP = ("1f1b", "zb-h1", "zb-v@v", "2bw", "pipedream", "1f1b@looped", "2bw@looped")
 TORCH = ("Schedule1F1B", "ScheduleInterleaved1F1B", "ScheduleInterleavedZeroBubble",
          "ScheduleZBVZeroBubble")
 BASE = "torch:Schedule1F1B"
@@ -202,7 +202,9 @@ def measure_costs(w: Workload, rank: int, topo, repeats: int) -> dict:
 
 def asyncpp_runner(w: Workload, name: str, m: int, topo, rank: int):
     """asyncpp's executor; ``name@looped``: 2P stages, rank r running stages r and r + P (the
-    looped placement of interleaved schedules, as torch's ``ScheduleInterleaved1F1B``)."""
+    looped placement of interleaved schedules, as torch's ``ScheduleInterleaved1F1B``);
+    ``name@v``: 2P stages in a V, rank r running stages r and 2P − 1 − r (ZB-V, as torch's
+    ``ScheduleZBVZeroBubble``)."""
     import inspect
 
     import torch
@@ -218,9 +220,9 @@ def asyncpp_runner(w: Workload, name: str, m: int, topo, rank: int):
     kw = dict(schedule=sched, num_microbatches=m, topology=topo, loss_fn=w.loss, timeout=600)
     if "track_grad_norm" in inspect.signature(PipelineExecutor).parameters:
         kw["track_grad_norm"] = False  # nothing reads it here (torch computes none either)
-    if where == "looped":
+    if where in ("looped", "v"):
         n = 2 * P
-        placement = [[r, r + P] for r in range(P)]
+        placement = [[r, r + P] if where == "looped" else [r, n - 1 - r] for r in range(P)]
         mods = {s: w.stage(s, n) for s in placement[rank]}
         opts = {s: DelayedOptimizer(torch.optim.AdamW(mod.parameters(), lr=1e-4),
                                     delay=stage_delay(sched, n, s)) for s, mod in mods.items()}
@@ -432,7 +434,7 @@ def render_page(result: dict) -> str:
     its range over rounds), the ideal and the target per m, and the costs in math."""
     names = result["params"]["names"]
     label = {n: n.replace("asyncpp:", "asyncpp ").replace("torch:Schedule", "torch ")
-             .replace("@looped", ", looped") for n in names}
+             .replace("@looped", ", looped").replace("@v", ", V") for n in names}
     meta = result["run"]
     out = [f"Commit `{meta['commit']}`, torch {meta['torch']}, {result['params']['rounds']} "
            f"rounds in {meta['duration_s']:.0f} s; load (`uptime`) {meta['load_start']} at the "

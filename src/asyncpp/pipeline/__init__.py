@@ -14,6 +14,9 @@ schedule   single-process equivalent                                        bubb
 ========== ================================================================ ============
 gpipe      plain synchronous training                                       (P−1)/(m+P−1)
 1f1b       plain synchronous training                                       (P−1)/(m+P−1)
+zb-h1      plain synchronous training (1F1B with each backward split into   < 1F1B's
+           its input and weight halves, the weight halves moved into idle
+           time; :mod:`asyncpp.pipeline.schedules.zb_h1`)
 2bw        ``DelayedOptimizer(opt, delay=1, correction=...)``, one step      0
            per batch of m microbatches (gradient formulation:
            :math:`x_{t+1} = x_t - U(g_{t-1};\,x_t)`, :math:`x_1 = x_0`)

@@ -1,7 +1,7 @@
 r"""A pipeline program's instructions: what a stage does, with a short text form and a parser.
 
 A schedule is a *program* per stage (and, once several stages share a rank, per rank): a
-sequence of the five actions below. Every action names the stage that runs it (``stage``;
+sequence of the actions below. Every action names the stage that runs it (``stage``;
 ``None`` in hand-built lists means "the stage whose list holds it"), so a rank's merged
 program, an error message or a grid cell says on its own what it is.
 
@@ -9,13 +9,14 @@ program, an error message or a grid cell says on its own what it is.
 \text{id}` on every action; tested on every action of every schedule)::
 
     action   := [stage] body
-    F / B    := ("F" | "B") step "." mb "@v" version              1F2.3@v1
+    pass     := ("F" | "B" | "I" | "W") step "." mb "@v" version  1F2.3@v1
     update   := "U" step ["." mb] "@v" version "#" update "d" delay ["=v" new_version]
                                                                   0U2@v1#2d1   0U1.0@v0#2d2
     send     := "S" kind step "." mb ">" peer                      0Sa2.3>1
     recv     := "R" kind step "." mb "<" peer                      1Ra2.3<0
     kind     := "a" (activation) | "g" (gradient)
 
+F is a forward, B a backward, I and W its input and weight halves (zero-bubble schedules).
 ``1F2.3@v1`` reads: stage 1, forward of microbatch 3 of step 2 on weight version 1.
 ``0U2@v1#2d1``: stage 0 applies gradient number 2 (the sum over step 2's microbatches,
 computed on version 1) with delay 1; it produces version ``update + 1`` = 3 (written
@@ -52,6 +53,35 @@ class Forward:
 @dataclass(frozen=True)
 class Backward:
     """Backward of microbatch ``mb`` of step ``step`` (same version as its forward)."""
+
+    step: int
+    mb: int
+    version: int
+    stage: int | None = field(default=None, kw_only=True)
+
+    def __str__(self) -> str:
+        return to_str(self)
+
+
+@dataclass(frozen=True)
+class BackwardInput:
+    r"""The input half of a backward, :math:`\bar x = (\partial f/\partial x)^\top \bar y`
+    (zero-bubble schedules); its gradient is what the stage sends upstream."""
+
+    step: int
+    mb: int
+    version: int
+    stage: int | None = field(default=None, kw_only=True)
+
+    def __str__(self) -> str:
+        return to_str(self)
+
+
+@dataclass(frozen=True)
+class BackwardWeight:
+    r"""The weight half of a backward, :math:`\bar w \mathrel{+}= (\partial f/\partial w)^\top
+    \bar y`, after its :class:`BackwardInput`; it sends nothing, so a schedule may move it
+    into idle time."""
 
     step: int
     mb: int
@@ -117,8 +147,22 @@ class OptimizerStep:
         return to_str(self)
 
 
-Action = Forward | Backward | Send | Recv | OptimizerStep
-COMPUTE = (Forward, Backward, OptimizerStep)
+Action = Forward | Backward | BackwardInput | BackwardWeight | Send | Recv | OptimizerStep
+PASSES: dict[type, str] = {Forward: "F", Backward: "B", BackwardInput: "I", BackwardWeight: "W"}
+"""The model passes over one microbatch and their letter in the text form, the simulator's
+costs and the timeline's labels."""
+_PASS_OF = {v: k for k, v in PASSES.items()}
+UPDATE = "U"
+COMPUTE = (*PASSES, OptimizerStep)
+GRADIENT_DONE = (Backward, BackwardWeight)
+"""The passes after which a microbatch's weight gradient is complete."""
+INPUT_GRADIENT = (Backward, BackwardInput)
+"""The passes that produce the gradient a stage sends upstream."""
+
+
+def kind_of(action: Action) -> str:
+    """The letter of a compute action: F, B, I, W (passes) or U (update)."""
+    return PASSES.get(type(action)) or UPDATE
 
 
 def on_stage(action: Action, stage: int) -> Action:
@@ -136,8 +180,8 @@ def to_str(action: Action, stage: int | None = None) -> str:
     s = stage_of(action, stage)
     pre = "" if s is None else str(s)
     a = action
-    if isinstance(a, (Forward, Backward)):
-        return f"{pre}{'F' if isinstance(a, Forward) else 'B'}{a.step}.{a.mb}@v{a.version}"
+    if type(a) in PASSES:
+        return f"{pre}{PASSES[type(a)]}{a.step}.{a.mb}@v{a.version}"
     if isinstance(a, OptimizerStep):
         mb = "" if a.mb is None else f".{a.mb}"
         new = "" if a.new_version == a.update + 1 else f"=v{a.new_version}"
@@ -153,7 +197,7 @@ def to_str(action: Action, stage: int | None = None) -> str:
 
 _RE = re.compile(
     r"(?P<stage>\d+)?(?:"
-    r"(?P<fb>[FB])(?P<fs>\d+)\.(?P<fm>\d+)@v(?P<fv>\d+)"
+    r"(?P<fb>[FBIW])(?P<fs>\d+)\.(?P<fm>\d+)@v(?P<fv>\d+)"
     r"|U(?P<us>\d+)(?:\.(?P<um>\d+))?@v(?P<uv>\d+)#(?P<uu>\d+)d(?P<ud>\d+)(?:=v(?P<un>\d+))?"
     r"|(?P<op>[SR])(?P<ck>[ag])(?P<cs>\d+)\.(?P<cm>\d+)(?P<arrow>[<>])(?P<cp>\d+)"
     r")"
@@ -172,8 +216,7 @@ def from_str(text: str) -> Action:
     g = m.groupdict()
     stage = None if g["stage"] is None else int(g["stage"])
     if g["fb"]:
-        cls = Forward if g["fb"] == "F" else Backward
-        return cls(int(g["fs"]), int(g["fm"]), int(g["fv"]), stage=stage)
+        return _PASS_OF[g["fb"]](int(g["fs"]), int(g["fm"]), int(g["fv"]), stage=stage)
     if g["uu"] is not None:
         update = int(g["uu"])
         return OptimizerStep(int(g["us"]), None if g["um"] is None else int(g["um"]), update,
@@ -202,6 +245,7 @@ def check(sched) -> None:
         newest = sched.start_version
         forwarded: dict[tuple[int, int], int] = {}
         backwarded: set[tuple[int, int]] = set()
+        input_done: set[tuple[int, int]] = set()
         for a in acts:
             txt = to_str(a, s)
             if a.stage is not None and a.stage != s:
@@ -226,13 +270,23 @@ def check(sched) -> None:
                     raise ValueError(f"{sched.name}: stage {s} forwards {(a.step, a.mb)} "
                                      f"twice: {txt}")
                 forwarded[(a.step, a.mb)] = a.version
-            elif isinstance(a, Backward):
-                if forwarded.get((a.step, a.mb)) != a.version:
+            elif isinstance(a, (Backward, BackwardInput)):
+                key = (a.step, a.mb)
+                if forwarded.get(key) != a.version:
                     raise ValueError(
-                        f"{sched.name}: {txt}: stage {s}: backward of {(a.step, a.mb)} without "
+                        f"{sched.name}: {txt}: stage {s}: backward of {key} without "
                         f"a forward on version {a.version}"
                     )
-                backwarded.add((a.step, a.mb))
+                if key in input_done or key in backwarded:
+                    raise ValueError(f"{sched.name}: stage {s} backwards {key} twice: {txt}")
+                (backwarded if isinstance(a, Backward) else input_done).add(key)
+            elif isinstance(a, BackwardWeight):
+                key = (a.step, a.mb)
+                if key not in input_done or forwarded.get(key) != a.version:
+                    raise ValueError(f"{sched.name}: {txt}: stage {s}: weight half of {key} "
+                                     f"without its input half on version {a.version}")
+                input_done.discard(key)
+                backwarded.add(key)
             elif isinstance(a, OptimizerStep):
                 mbs = range(sched.num_microbatches) if a.mb is None else (a.mb,)
                 if any((a.step, i) not in backwarded for i in mbs):

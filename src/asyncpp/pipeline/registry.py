@@ -10,6 +10,8 @@ schedule     async    delay τ_s of stage s   min m      sync windows tied W  up
 none         no       0                      1          —            yes     1
 gpipe        no       0                      1          —            yes     1
 1f1b         no       0                      1          —            yes     1
+zb-h1        no       0                      1          —            yes     1
+zb-v         no       0                      1          —            no      1
 2bw          yes      1                      P − 1      yes          yes     1
 pipedream    yes      P − 1 − s              1          no           no      m
 wpipe        yes      1 (s < P/2), 0 (s ≥ P/2) P − 1  no           no      1
@@ -56,6 +58,9 @@ class ScheduleSpec:
     grouped: bool = False
     """Whether the partitions form two groups, as in WPipe, where the second half drains every
     step (τ = 0) and the first half does not (τ = 1)."""
+    v_shaped: bool = False
+    """Whether the P stages are placed two per device in a V (ZB-V): device d of P/2 holds
+    stages d and P − 1 − d, so the first and the last stage share a device."""
 
     def stages_error(self, num_stages: int) -> str | None:
         """Why ``num_stages`` partitions cannot run this schedule (None if they can)."""
@@ -63,6 +68,9 @@ class ScheduleSpec:
             return (f"{self.name} splits the partitions into two groups of equal size, so it "
                     f"needs an even number of stages >= 2 (got {num_stages}); P stages run on "
                     "P/2 devices, two partitions each")
+        if self.v_shaped and (num_stages < 2 or num_stages % 2):
+            return (f"{self.name} places the stages two per device in a V, so it needs an even "
+                    f"number of stages >= 2 (got {num_stages}); P stages run on P/2 devices")
         return None
 
     def in_second_group(self, num_stages: int, stage: int) -> bool:
@@ -105,6 +113,8 @@ SPECS: dict[str, ScheduleSpec] = {
     "none": ScheduleSpec("none", False, True, False, False, True, needs_pipeline=False),
     "gpipe": ScheduleSpec("gpipe", False, True, False, False, True, all_forwards_first=True),
     "1f1b": ScheduleSpec("1f1b", False, True, False, False, True),
+    "zb-h1": ScheduleSpec("zb-h1", False, True, False, False, True),
+    "zb-v": ScheduleSpec("zb-v", False, True, False, False, False, v_shaped=True),
     "2bw": ScheduleSpec("2bw", True, False, False, True, True),
     "pipedream": ScheduleSpec("pipedream", True, False, True, False, False),
     "wpipe": ScheduleSpec("wpipe", True, False, False, False, False, grouped=True),

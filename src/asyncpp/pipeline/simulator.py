@@ -23,14 +23,28 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .actions import Action, Backward, Forward, OptimizerStep, Recv, Send, on_stage, to_str
+from .actions import (
+    INPUT_GRADIENT,
+    Action,
+    Backward,
+    BackwardInput,
+    BackwardWeight,
+    Forward,
+    OptimizerStep,
+    Recv,
+    Send,
+    kind_of,
+    on_stage,
+    to_str,
+)
 from .registry import get_spec
 from .schedules import Schedule, build
 
 
 @dataclass(frozen=True)
 class Interval:
-    """One compute action of one stage: ``kind`` is "F", "B" or "U" (update)."""
+    """One compute action of one stage: ``kind`` is its letter (F, B, I, W or U, see
+    :func:`~asyncpp.pipeline.actions.kind_of`)."""
 
     stage: int
     start: float
@@ -119,11 +133,14 @@ class DeviceSimResult:
 
 
 def default_devices(schedule: Schedule) -> list[list[int]]:
-    """One stage per device, except WPipe: device d of P/2 holds partitions d and P/2 + d."""
+    """One stage per device, except WPipe (device d of P/2 holds partitions d and P/2 + d) and
+    ZB-V (device d of P/2 holds stages d and P − 1 − d)."""
     P = schedule.num_stages
     spec = get_spec(schedule.name)
     if spec.grouped:
         return [[d, P // 2 + d] for d in range(P // 2)]
+    if spec.v_shaped:
+        return [[d, P - 1 - d] for d in range(P // 2)]
     return [[s] for s in range(P)]
 
 
@@ -189,7 +206,10 @@ def simulate_devices(schedule: Schedule, devices: Sequence[Sequence[int]] | None
     tc = float(t_comm)
     if not tc >= 0:
         raise ValueError(f"t_comm must be >= 0, got {t_comm!r}")
-    cost = {Forward: ("F", tf), Backward: ("B", tb), OptimizerStep: ("U", to)}
+    # a backward's halves cost half of it each (the weight half does not re-walk the graph)
+    half = [b / 2 for b in tb]
+    cost = {Forward: tf, Backward: tb, BackwardInput: half, BackwardWeight: half,
+            OptimizerStep: to}
     D = len(devs)
     clock = [0.0] * D
     busy = [0.0] * D
@@ -237,7 +257,7 @@ def simulate_devices(schedule: Schedule, devices: Sequence[Sequence[int]] | None
             start = max(clock[owner[s]], ready[s])
             # ties: a backward first (it frees activations and versions), then the later
             # partition (WPipe's G1 drains every step: it is the critical path)
-            key = (start, 0 if isinstance(acts[pos[s]], Backward) else 1, -s)
+            key = (start, 0 if isinstance(acts[pos[s]], INPUT_GRADIENT) else 1, -s)
             if best is None or key < best[0]:
                 best = (key, s)
         if best is None:
@@ -251,7 +271,7 @@ def simulate_devices(schedule: Schedule, devices: Sequence[Sequence[int]] | None
         start, s = best[0][0], best[1]
         k = owner[s]
         a = schedule.actions[s][pos[s]]
-        kind, times = cost[type(a)]
+        kind, times = kind_of(a), cost[type(a)]
         dur = times[s] + ta[s] + owed[s]
         owed[s] = 0.0
         intervals.append(Interval(s, start, start + dur, kind, a.step, a.mb))

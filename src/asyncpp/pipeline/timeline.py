@@ -59,7 +59,8 @@ def ascii(result, width: int | None = None, resolution: float | None = None) -> 
         for c in range(a, max(b, a + 1) if iv.end > iv.start else a):
             rows[iv.stage][c] = label
     name_w = len(f"stage {sched.num_stages - 1}")
-    names = {"F": "forward", "B": "backward", "U": "update"}
+    names = {"F": "forward", "B": "backward", "I": "backward-input", "W": "backward-weight",
+             "U": "update"}
     kinds = [k for k in names if any(iv.kind == k and iv.end > iv.start for iv in res.intervals)]
     legend = ("/".join(kinds) + " = " + "/".join(names[k] for k in kinds) + ", ") if kinds else ""
     lines = [
@@ -128,6 +129,7 @@ def plot(result, ax=None, path=None, title: str | None = None):
     else:
         fig = ax.figure
     colours = {"F": ("#4C72B0", "#9DB4DA"), "B": ("#DD8452", "#F0BF9D"),
+               "I": ("#DD8452", "#F0BF9D"), "W": ("#8172B3", "#C3BBDD"),
                "U": ("#55A868", "#A5D6B0")}
     for iv in res.intervals:
         dur = iv.end - iv.start

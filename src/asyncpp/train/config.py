@@ -202,7 +202,7 @@ class DelaySection:
 
 @dataclass(frozen=True)
 class PipelineSection:
-    schedule: str = opt("none", "none, gpipe, 1f1b (synchronous) or pipedream, 2bw, wpipe "
+    schedule: str = opt("none", "none, gpipe, 1f1b, zb-h1 (synchronous) or pipedream, 2bw, wpipe "
                         "(async; wpipe: even stages = partitions, two per device)",
                         choices=SCHEDULES)
     stages: int = opt(1, "pipeline stages P", lo=1)
@@ -492,7 +492,8 @@ def validate(cfg: Config, world_size: int | None = None) -> None:
     spec = cfg.schedule_spec
     if not spec.needs_pipeline and p.stages > 1:
         raise ConfigError(f"pipeline.stages={p.stages} needs a pipeline schedule; set "
-                          "--pipeline.schedule gpipe, 1f1b, pipedream, 2bw or wpipe (or stages 1)")
+                          "--pipeline.schedule gpipe, 1f1b, zb-h1, pipedream, 2bw or wpipe (or "
+                          "stages 1)")
     bad = spec.stages_error(p.stages)
     if bad:
         raise ConfigError(f"pipeline.schedule={p.schedule!r}: {bad}; set --pipeline.stages "

@@ -44,6 +44,7 @@ from ..data import BatchSampler
 from ..delay import DriftMeter
 from ..models import build_model, pipeline_boundaries, split_stage
 from ..pipeline import PipelineExecutor, PipelineTopology, build_stage
+from ..pipeline.agreement import first_error
 from . import checkpoint as ckpt_io
 from .components import (
     Evaluation,
@@ -99,11 +100,9 @@ def check_layout(cfg: Config, world: int) -> tuple[int, int]:
 
 def agree(error: str | None) -> None:
     """Collective: raise ``ConfigError`` on every rank if any rank reports an error."""
-    everyone: list = [None] * dist.get_world_size()
-    dist.all_gather_object(everyone, error)
-    bad = [(r, e) for r, e in enumerate(everyone) if e]
+    bad = first_error(error)
     if bad:
-        raise ConfigError(bad[0][1])
+        raise ConfigError(bad[1])
 
 
 def shard_dir(run_dir: Path, step: int) -> Path:

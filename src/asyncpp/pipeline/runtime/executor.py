@@ -1,7 +1,7 @@
 r"""The pipeline executor: the interpreter of a rank's schedule program over
 ``torch.distributed`` point-to-point messages.
 
-A rank holds one :class:`~.context.StageContext` per stage it runs — one (each rank one
+A rank holds one :class:`~.stage.Stage` per stage it runs — one (each rank one
 stage), or several (``placement``: WPipe's partitions d and P/2 + d on rank d, a looped
 placement's stages s ≡ r mod R). Its program is the schedule's stage program (one stage: the
 lazy generator :func:`~asyncpp.pipeline.schedules.stage_actions`) or its stages' programs
@@ -40,7 +40,6 @@ NCCL the data-parallel and tied-weight reductions read a has-gradient mask back 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import math
@@ -50,7 +49,6 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 from torch import Tensor, nn
-from torch.func import functional_call
 from torch.optim import Optimizer
 
 from ...delay import DelayedOptimizer
@@ -59,16 +57,22 @@ from ..actions import (
     ACTIVATION,
     GRADIENT,
     Backward,
+    BackwardInput,
+    BackwardWeight,
     Forward,
     OptimizerStep,
     Recv,
     Send,
     to_str,
 )
+from ..agreement import first_error
+from ..rank_diff import compare_across_ranks
 from ..registry import get_spec
 from ..topology import PipelineTopology
-from .context import StageContext, alias
+from . import checkpoint
 from .errors import PipelineError
+from .evaluation import evaluate
+from .stage import Stage
 from .transport import Transport
 from .updates import UpdateQueue
 
@@ -77,6 +81,8 @@ log = logging.getLogger(__name__)
 HANDLERS: dict[type, tuple[str, ...]] = {
     Forward: ("_before_forward", "_forward"),
     Backward: ("_backward",),
+    BackwardInput: ("_backward_input",),
+    BackwardWeight: ("_backward_weight",),
     OptimizerStep: ("_launch_update",),
 }
 """Action type → the executor's handler methods, called in order with (action, stage context,
@@ -290,7 +296,7 @@ class PipelineExecutor:
         self.reduce_dp_gradients = reduce_dp_gradients
         # Validate locally, then share the verdict: a mistake on one rank stops every rank
         # with the same message instead of leaving the others waiting.
-        self.contexts: dict[int, StageContext] = {}
+        self.contexts: dict[int, Stage] = {}
         try:
             for s in mine:
                 opt = optimizer[s] if self.placement is not None else optimizer
@@ -316,7 +322,7 @@ class PipelineExecutor:
         self._prog = S.program(name, P, num_microbatches)
 
     # -- one-stage views (the common case: each rank one stage) --------------------------------
-    def _only(self) -> StageContext:
+    def _only(self) -> Stage:
         if len(self.contexts) != 1:
             raise ValueError(f"this rank runs stages {sorted(self.contexts)}; name the stage "
                              "(executor.contexts[s])")
@@ -358,7 +364,7 @@ class PipelineExecutor:
         return None if sq is None else math.sqrt(float(sq))
 
     def _setup(self, module, optimizer, tied_parameters, name: str, P: int,
-               s: int) -> StageContext:
+               s: int) -> Stage:
         """Rank-local validation: the delay-core wrapper and the tied weights."""
         params = [(n, p) for n, p in module.named_parameters()]
         tau = stage_delay(name, P, s)
@@ -411,7 +417,8 @@ class PipelineExecutor:
         if self.clip_scope == "stage" and tied and self.max_grad_norm is not None:
             raise ValueError("clip_scope='stage' with weights tied between the first and the last "
                              "stage has no single-model equivalent; use clip_scope='global'")
-        return StageContext(s, P, module, dopt, params, tied)
+        return Stage(s, P, module, dopt, params, tied, num_microbatches=self.num_microbatches,
+                     loss_fn=self.loss_fn, forward_fn=self.forward_fn)
 
     # -- configuration ---------------------------------------------------------------------
     def _describe(self, config) -> dict:
@@ -445,21 +452,17 @@ class PipelineExecutor:
         mine = {"schedule": name, "num_stages": num_stages, "num_microbatches": m,
                 "config": json.loads(json.dumps(dict(config or {}), sort_keys=True,
                                                 default=repr))}
-        _compare_across_ranks(mine, None)
+        compare_across_ranks(mine, None)
 
     def _check_config(self, config, local_error: str | None = None) -> None:
         if not self.topo.distributed:
             return
         g = self.topo.world_group
-        errors = [None] * dist.get_world_size(g)
-        dist.all_gather_object(errors, local_error, group=g)
-        bad = [(r, e) for r, e in enumerate(errors) if e]
+        bad = first_error(local_error, g)
         if bad:
-            ranks = dist.get_process_group_ranks(g)
-            r, e = bad[0]
-            raise ValueError(f"pipeline set-up failed on rank {ranks[r]}: {e}")
+            raise ValueError(f"pipeline set-up failed on rank {bad[0]}: {bad[1]}")
         mine = self._describe(config)
-        _compare_across_ranks(mine, g)
+        compare_across_ranks(mine, g)
         # Topology and tied weights.
         tied = {}
         for ctx in self.contexts.values():
@@ -765,44 +768,18 @@ class PipelineExecutor:
                                     self._split(b[1], "targets") if last else None)
 
     # -- handlers ------------------------------------------------------------------------------
-    def _before_forward(self, a: Forward, ctx: StageContext, run: _RunState) -> None:
+    def _before_forward(self, a: Forward, ctx: Stage, run: _RunState) -> None:
         """The step's batch is read and the version the forward reads exists."""
         self._pull(a.step, run)
         self._apply_pending(ctx, need_version=a.version)
 
-    def _forward(self, a: Forward, ctx: StageContext, run: _RunState) -> None:
-        key = self._key(a.step, a.mb)
-        leaves = ctx.accum.get(key)
-        if leaves is None:
-            version = ctx.versions[a.version]
-            leaves = {n: (alias(version[n]).requires_grad_(True) if p.requires_grad
-                          else version[n]) for n, p in ctx.params}
-            ctx.accum[key] = (leaves, version)
-        else:
-            leaves = leaves[0]
+    def _forward(self, a: Forward, ctx: Stage, run: _RunState) -> None:
         xs, ys = run.data[a.step]
-        if ctx.is_first:
-            x = xs[a.mb]
-        else:
-            x = ctx.in_msgs.pop((ACTIVATION, a.step, a.mb))
-            if x.is_floating_point():
-                x.requires_grad_(True)
-        with torch.enable_grad():
-            if ctx.is_last:
-                out = self._stage_output(ctx, leaves, x, ys[a.mb])
-                if not (isinstance(out, Tensor) and out.numel() == 1):
-                    raise ValueError("the last stage must produce a scalar loss (give loss_fn, "
-                                     "or make stage(x, targets) return the loss)")
-                contrib = out.detach().double().reshape(()) * (1.0 / self.num_microbatches)
-                prev = ctx.losses.get(a.step)
-                ctx.losses[a.step] = contrib if prev is None else prev + contrib
-                out = out * run.scale
-            else:
-                out = self._stage_output(ctx, leaves, x)
-                if not isinstance(out, Tensor) or not out.is_floating_point():
-                    raise ValueError("a non-last stage must return one floating-point tensor")
-                ctx.out_msgs[(ACTIVATION, a.step, a.mb)] = out.detach().contiguous()
-        ctx.inflight[(a.step, a.mb)] = (x, out, a.version)
+        x = xs[a.mb] if ctx.is_first else ctx.in_msgs.pop((ACTIVATION, a.step, a.mb))
+        sent = ctx.forward(self._key(a.step, a.mb), a.step, a.mb, a.version, x,
+                           ys[a.mb] if ctx.is_last else None, run.scale)
+        if sent is not None:
+            ctx.out_msgs[(ACTIVATION, a.step, a.mb)] = sent
         ctx.max_forwarded = max(ctx.max_forwarded, a.step)
         ctx.next_item = (a.step, a.mb + 1) if a.mb + 1 < self.num_microbatches \
             else (a.step + 1, 0)
@@ -810,29 +787,23 @@ class PipelineExecutor:
                 c.next_item[0] > a.step for c in self.contexts.values()):
             run.data.pop(a.step, None)  # every stage of this rank is past the step
 
-    def _stage_output(self, ctx: StageContext, weights, x, y=None):
-        """The stage's output on ``weights``: the loss on the last stage (``loss_fn(stage(x),
-        y)``, or ``stage(x, y)`` without a ``loss_fn``), the activation elsewhere. Training
-        and evaluation both call it."""
-        call = self.forward_fn or functional_call
-        if not ctx.is_last:
-            return call(ctx.module, weights, (x,))
-        if self.loss_fn is not None:
-            return self.loss_fn(call(ctx.module, weights, (x,)), y)
-        return call(ctx.module, weights, (x, y))
+    def _grad_in(self, a, ctx: Stage):
+        return None if ctx.is_last else ctx.in_msgs.pop((GRADIENT, a.step, a.mb))
 
-    def _backward(self, a: Backward, ctx: StageContext, run: _RunState) -> None:
-        x, out, _ = ctx.inflight.pop((a.step, a.mb))
-        if ctx.is_last:
-            torch.autograd.backward(out)
-        else:
-            grad = ctx.in_msgs.pop((GRADIENT, a.step, a.mb))
-            torch.autograd.backward(out, grad_tensors=grad)
-        if not ctx.is_first:
-            g = x.grad if x.grad is not None else torch.zeros_like(x)
-            ctx.out_msgs[(GRADIENT, a.step, a.mb)] = g.contiguous()
+    def _grad_out(self, a, ctx: Stage, g) -> None:
+        if g is not None:
+            ctx.out_msgs[(GRADIENT, a.step, a.mb)] = g
 
-    def _launch_update(self, a: OptimizerStep, ctx: StageContext, run: _RunState
+    def _backward(self, a: Backward, ctx: Stage, run: _RunState) -> None:
+        self._grad_out(a, ctx, ctx.backward(a.step, a.mb, self._grad_in(a, ctx)))
+
+    def _backward_input(self, a: BackwardInput, ctx: Stage, run: _RunState) -> None:
+        self._grad_out(a, ctx, ctx.backward_input(a.step, a.mb, self._grad_in(a, ctx)))
+
+    def _backward_weight(self, a: BackwardWeight, ctx: Stage, run: _RunState) -> None:
+        ctx.backward_weight(a.step, a.mb)
+
+    def _launch_update(self, a: OptimizerStep, ctx: Stage, run: _RunState
                        ) -> StepOutput | None:
         leaves, stale = ctx.accum.pop(self._key(a.step, a.mb if a.mb is not None else 0))
         self.updates.launch(ctx, a, leaves, stale)
@@ -856,7 +827,7 @@ class PipelineExecutor:
         return StepOutput(a.step, loss, total)
 
     # -- updates -------------------------------------------------------------------------------
-    def _needed_from(self, ctx: StageContext) -> int:
+    def _needed_from(self, ctx: Stage) -> int:
         """The oldest version of ``ctx`` still to be read: by the next forward (the successor
         of the last forwarded microbatch, whichever call runs it), an in-flight backward, or a
         queued update's Taylor correction."""
@@ -866,7 +837,7 @@ class PipelineExecutor:
             if ctx.optimizer.correction == "taylor" else []
         return min([ctx.oldest_inflight(v), v, *taylor])
 
-    def _apply_pending(self, ctx: StageContext, need_version) -> None:
+    def _apply_pending(self, ctx: Stage, need_version) -> None:
         self.updates.apply_pending(ctx, need_version, self._apply)
 
     def _apply_ready(self) -> None:
@@ -875,115 +846,21 @@ class PipelineExecutor:
         for c in self.contexts.values():
             self.updates.apply_pending(c, None, self._apply)
 
-    def _apply(self, ctx: StageContext, pend) -> None:
+    def _apply(self, ctx: Stage, pend) -> None:
         self.updates.apply(ctx, pend)
 
-    # -- evaluation --------------------------------------------------------------------------------
-    @torch.no_grad()
+    # -- evaluation and checkpoints ----------------------------------------------------------
     def evaluate(self, batches: Iterable, version: int | None = None) -> list[float]:
-        """Forward-only losses of ``batches`` (same format as :meth:`train_steps`) on one
-        weight version (default: the newest, i.e. the stages' parameters), averaged over
-        microbatches and data-parallel replicas; returned on every rank. Batches may differ in
-        size (each batch's first activation carries its shape). With several stages per rank,
-        ``version`` is the label for each stage (every stage must hold it)."""
-        batches = list(batches)
-        weights = {}
-        for s, ctx in self.contexts.items():
-            v = ctx.newest if version is None else version
-            if v not in ctx.versions:
-                raise ValueError(f"version {version} is not held; live: "
-                                 f"{sorted(ctx.versions)}")
-            weights[s] = ctx.versions[v]
-        P, m = self.num_stages, self.num_microbatches
-        contexts, tr = self.contexts, self.transport
-        for ctx in contexts.values():
-            ctx.begin_call()
-        tr.begin_call()
-        last = P - 1 in contexts
-        losses = torch.zeros(len(batches), dtype=torch.float64, device=self.device)
-        for k, b in enumerate(batches):
-            # batches may differ in size (a validation set's last batch): a header each
-            tr.header_sent.clear()
-            tr.header_recvd.clear()
-            xs = self._split(b[0], "inputs") if 0 in contexts else None
-            ys = self._split(b[1], "targets") if last else None
-            for i in range(m):
-                for s, ctx in sorted(contexts.items()):  # stage order: one global sequence
-                    if s == 0:
-                        x = xs[i]
-                    else:
-                        tr.communicate([Recv(ACTIVATION, k, i, s - 1, stage=s)], contexts)
-                        x = ctx.in_msgs.pop((ACTIVATION, k, i))
-                    if ctx.is_last:
-                        loss = self._stage_output(ctx, weights[s], x, ys[i])
-                        losses[k] += loss.double().reshape(()) / m
-                    else:
-                        out = self._stage_output(ctx, weights[s], x).contiguous()
-                        ctx.out_msgs[(ACTIVATION, k, i)] = out
-                        tr.communicate([Send(ACTIVATION, k, i, s + 1, stage=s)], contexts)
-        tr.drain_sends()
-        return self._gather_losses(losses, last)
-
-    # -- checkpoints -------------------------------------------------------------------------------
-    def _stage_state(self, ctx: StageContext) -> dict:
-        return {"stage": ctx.stage, "newest": ctx.newest,
-                "versions": {v: {n: t.detach().clone() for n, t in ws.items()}
-                             for v, ws in ctx.versions.items()},
-                "optimizer": ctx.optimizer.state_dict()}
+        """Forward-only losses of ``batches`` (:func:`.evaluation.evaluate`)."""
+        return evaluate(self, batches, version)
 
     def state_dict(self) -> dict:
-        """Everything this rank needs to resume: every live weight version of each stage (the
-        newest is the stage's parameters), the DelayedOptimizer (wrapped optimizer + EF memory
-        + counters), the next step and the layout. Save one file per rank."""
-        head = {"format": "asyncpp.pipeline/1", "schedule": self.schedule_name,
-                "num_stages": self.num_stages, "num_microbatches": self.num_microbatches,
-                "dp_rank": self.topo.dp_rank, "next_step": self.next_step}
-        if self.placement is None:
-            st = self._stage_state(self._only())
-            return {**head, "stage": st["stage"], "newest": st["newest"],
-                    "versions": st["versions"], "optimizer": st["optimizer"]}
-        return {**head, "stage": sorted(self.contexts),
-                "stages": {s: self._stage_state(c) for s, c in self.contexts.items()}}
+        """Everything this rank needs to resume (:func:`.checkpoint.state_dict`)."""
+        return checkpoint.state_dict(self)
 
-    @torch.no_grad()
     def load_state_dict(self, state: Mapping) -> None:
-        """Restore :meth:`state_dict` (from the same stage(s) of the same layout)."""
-        if state.get("format") != "asyncpp.pipeline/1":
-            raise ValueError("not an asyncpp pipeline checkpoint (missing format tag)")
-        here = self._only().stage if self.placement is None else sorted(self.contexts)
-        mine = (self.schedule_name, self.num_stages, self.num_microbatches, here)
-        theirs = (state["schedule"], state["num_stages"], state["num_microbatches"],
-                  state["stage"])
-        if mine != theirs:
-            raise ValueError(
-                f"checkpoint is for (schedule, stages, microbatches, stage) = {theirs}, this "
-                f"rank runs {mine}; load the file written by the same stage of the same layout"
-            )
-        per_stage = {self._only().stage: state} if self.placement is None else state["stages"]
-        for s, ctx in self.contexts.items():
-            self._load_stage(ctx, per_stage[s])
-        self.next_step = int(state["next_step"])
-        for ctx in self.contexts.values():
-            ctx.next_item = (self.next_step, 0)
-            ctx.max_forwarded = self.next_step - 1
-
-    def _load_stage(self, ctx: StageContext, state: Mapping) -> None:
-        newest = int(state["newest"])
-        versions = state["versions"]
-        for n, p in ctx.params:
-            if n not in versions[newest]:
-                raise ValueError(f"checkpoint lacks parameter {n!r}")
-            p.data = versions[newest][n].to(device=p.device, dtype=p.dtype).clone()
-        ctx.versions = {}
-        for v, ws in versions.items():
-            v = int(v)
-            if v == newest:
-                ctx.versions[v] = ctx.alias_master()
-            else:
-                ctx.versions[v] = {n: t.to(self.device).clone() for n, t in ws.items()}
-        ctx.newest = newest
-        ctx.optimizer.load_state_dict(state["optimizer"])
-
+        """Restore :meth:`state_dict` (:func:`.checkpoint.load_state_dict`)."""
+        checkpoint.load_state_dict(self, state)
 
 def _check_placement(placement, stage, optimizer):
     if placement is None:
@@ -1000,41 +877,3 @@ def _check_placement(placement, stage, optimizer):
         raise ValueError("with placement=, give stage and optimizer as mappings {stage index: "
                          "module / optimizer} of the stages this rank runs")
     return tuple(tuple(d) for d in devs)
-
-
-def _digest(obj) -> str:
-    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=repr).encode()).hexdigest()
-
-
-def _flatten(d: Mapping, prefix: str = "") -> dict:
-    """{"a": {"b": 1}} -> {"a.b": 1}: every leaf under its dotted key."""
-    out = {}
-    for k, v in d.items():
-        key = f"{prefix}{k}"
-        if isinstance(v, Mapping) and v:
-            out.update(_flatten(v, key + "."))
-        else:
-            out[key] = v
-    return out
-
-
-def _compare_across_ranks(mine: dict, group) -> None:
-    """All-gather ``mine`` and raise ``ValueError`` on every rank if any rank differs."""
-    world = dist.get_world_size(group)
-    everyone = [None] * world
-    dist.all_gather_object(everyone, (_digest(mine), mine), group=group)
-    ref_digest, ref = everyone[0]
-    bad = [r for r, (d, _) in enumerate(everyone) if d != ref_digest]
-    if bad:
-        # nested settings (a trainer's whole configuration) are compared leaf by leaf, so the
-        # message names the dotted keys that differ, never whole sub-dictionaries
-        ref, other = _flatten(ref), _flatten(everyone[bad[0]][1])
-        missing = "(not set)"
-        keys = sorted(k for k in set(ref) | set(other)
-                      if ref.get(k, missing) != other.get(k, missing))
-        diffs = "; ".join(f"{k}: rank 0 has {ref.get(k, missing)!r}, rank {bad[0]} has "
-                          f"{other.get(k, missing)!r}" for k in keys)
-        raise ValueError(
-            f"pipeline configuration differs across ranks (ranks {bad} differ from rank 0): "
-            f"{diffs}. Start every rank with the same configuration"
-        )

@@ -181,7 +181,7 @@ class Transport:
                 self.communicate_header(a, peer, tag)
             dtype, shape = self.meta[a.peer]
         else:
-            out = ctx.inflight[(a.step, a.mb)][1]
+            out = ctx.inflight[(a.step, a.mb)].out
             dtype, shape = out.dtype, tuple(out.shape)
         return torch.empty(shape, dtype=dtype, device=self.device)
 

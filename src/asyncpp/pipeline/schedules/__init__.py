@@ -78,6 +78,7 @@ from ..actions import (
     ACTIVATION,
     COMPUTE,
     GRADIENT,
+    GRADIENT_DONE,
     Action,
     Backward,
     Forward,
@@ -89,7 +90,7 @@ from ..actions import (
     to_str,
 )
 from ..registry import PIPELINE_SCHEDULES, get_spec
-from . import gpipe, one_f_one_b, pipedream, two_bw, wpipe  # noqa: F401  (register the classes)
+from . import gpipe, one_f_one_b, pipedream, two_bw, wpipe, zb_h1, zb_v  # noqa: F401  (register the classes)
 from .base import PROGRAMS, Program
 
 __all__ = ["ACTIVATION", "GRADIENT", "PROGRAMS", "SCHEDULES", "Action", "Backward", "Forward",
@@ -158,7 +159,8 @@ class Schedule:
 
     def peak_activations(self) -> list[int]:
         r"""Per stage, the most microbatches forwarded but not yet backwarded (stashed
-        activations): :math:`\max_i (\#F_{\le i} - \#B_{\le i})`."""
+        activations): :math:`\max_i (\#F_{\le i} - \#B_{\le i})`, a split backward counting
+        at its weight half (the input half frees only part of them)."""
         out = []
         for acts in self.actions:
             live = peak = 0
@@ -166,7 +168,7 @@ class Schedule:
                 if isinstance(a, Forward):
                     live += 1
                     peak = max(peak, live)
-                elif isinstance(a, Backward):
+                elif isinstance(a, GRADIENT_DONE):
                     live -= 1
             out.append(peak)
         return out

@@ -9,7 +9,8 @@ differs (each hook is a fact of the paper that defines the schedule):
   microbatch reads;
 - :meth:`Program.update_after` — the update (if any) issued after a backward;
 - :meth:`Program.segment_end` — where the stage drains (a flush);
-- :meth:`Program.order` — the order of forwards and backwards within a segment.
+- :meth:`Program.order` — the order of forwards and backwards within a segment (a backward
+  whole, "B", or split into its input and weight halves, "I" then "W": zero-bubble).
 
 A new schedule is one module with one class registered with :func:`register`, plus its
 :class:`~asyncpp.pipeline.registry.ScheduleSpec` (the torch-free facts the configuration reads).
@@ -20,7 +21,19 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterator
 from typing import ClassVar
 
-from ..actions import ACTIVATION, GRADIENT, Action, Backward, Forward, OptimizerStep, Recv, Send
+from ..actions import (
+    ACTIVATION,
+    GRADIENT,
+    PASSES,
+    Action,
+    Backward,
+    BackwardInput,
+    BackwardWeight,
+    Forward,
+    OptimizerStep,
+    Recv,
+    Send,
+)
 from ..registry import get_spec
 
 PROGRAMS: dict[str, type[Program]] = {}
@@ -90,7 +103,9 @@ class Program:
     def order(self, stage: int, count: Callable[[], int]) -> Iterator[tuple[str, int]]:
         """1F1B within a segment of ``count()`` items (re-read, since the end may move
         earlier): P − 1 − s warm-up forwards, then forward and backward alternately, then the
-        remaining backwards. Yields ("F" | "B", item index); returns the number forwarded."""
+        remaining backwards. Yields (pass letter, item index) — "F", "B", or "I" and "W" for
+        a backward split into its halves (:data:`~asyncpp.pipeline.actions.PASSES`); returns
+        the number forwarded."""
         nf = nb = 0
         warm = self.num_stages - 1 - stage
         while nf < min(warm, count()):
@@ -120,16 +135,22 @@ class Program:
             if s < P - 1:
                 yield Send(ACTIVATION, t, i, s + 1, stage=s)
 
-        def backward(t: int, i: int) -> Iterator[Action]:
+        def backward(t: int, i: int, cls=Backward) -> Iterator[Action]:
             v = self.version(s, t, i)
-            if s < P - 1:
-                yield Recv(GRADIENT, t, i, s + 1, stage=s)
-            yield Backward(t, i, v, stage=s)
-            if s > 0:
-                yield Send(GRADIENT, t, i, s - 1, stage=s)
-            up = self.update_after(s, t, i, v)
-            if up is not None:
-                yield up
+            if cls is not BackwardWeight:  # B and I consume the gradient and send upstream
+                if s < P - 1:
+                    yield Recv(GRADIENT, t, i, s + 1, stage=s)
+                yield cls(t, i, v, stage=s)
+                if s > 0:
+                    yield Send(GRADIENT, t, i, s - 1, stage=s)
+            else:
+                yield cls(t, i, v, stage=s)
+            if cls is not BackwardInput:  # the weight gradient of (t, i) is complete
+                up = self.update_after(s, t, i, v)
+                if up is not None:
+                    yield up
+
+        passes = {letter: cls for cls, letter in PASSES.items()}
 
         t0 = start_step
         while t0 < end():
@@ -146,5 +167,6 @@ class Program:
                     nf = done.value
                     break
                 t, i = t0 + n // m, n % m
-                yield from (forward(t, i) if kind == "F" else backward(t, i))
+                cls = passes[kind]
+                yield from (forward(t, i) if cls is Forward else backward(t, i, cls))
             t0 += nf // m

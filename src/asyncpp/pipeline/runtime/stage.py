@@ -1,0 +1,153 @@
+r"""A stage that owns its computation: forward, backward (whole, or split into its input and
+weight halves) and output, over the weight versions its :class:`~.context.StageContext`
+holds. The executor only moves messages and batches to it and decides *when*; the stage
+decides *what* is computed.
+
+For a stage :math:`y = f(x; w)` with upstream gradient :math:`\bar y` (the loss scaled by
+:math:`1/m` on the last stage, :math:`\bar y = 1`):
+
+- forward: :math:`y = f(x; w_v)` on fresh leaves over version v (one set of leaves per
+  gradient key, so the microbatches of a step accumulate into the same ``.grad``);
+- backward-input (I): :math:`\bar x = (\partial f/\partial x)^\top \bar y`, sent upstream;
+- backward-weight (W): :math:`\bar w \mathrel{+}= (\partial f/\partial w)^\top \bar y`;
+- backward (B) = I then W in one graph walk.
+
+The weight half does not walk the graph again: the input half records, at every node of the
+path from :math:`y` to :math:`x` that also leads to a weight, the gradient flowing into it
+(:func:`torch.distributed.pipelining._backward.stage_backward_input`), and the weight half
+starts from those nodes (:func:`~torch.distributed.pipelining._backward.stage_backward_weight`),
+so it runs only the weight products :math:`\bar w = \bar h^\top a`. On the first stage the
+input needs no gradient, so I does nothing and W is the whole backward. Same operations on
+the same operands as B: the split changes no bit of any gradient (tested against 1F1B).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor
+from torch.distributed.pipelining._backward import stage_backward_input, stage_backward_weight
+from torch.func import functional_call
+
+from .context import StageContext, alias
+
+
+@dataclass
+class InFlight:
+    """A microbatch forwarded and not yet fully backwarded on this stage."""
+
+    x: Tensor
+    """The stage's input (its ``.grad`` receives :math:`\\bar x`)."""
+    out: Tensor
+    """The stage's output (the scaled loss on the last stage)."""
+    version: int
+    """The weight version the forward read (alive until the weight half is done)."""
+    leaves: dict[str, Tensor]
+    """The leaves the forward read; the weight gradient accumulates in their ``.grad``."""
+    weight_half: list | None = None
+    """After the input half: the recorded gradients the weight half starts from."""
+
+
+@dataclass
+class Stage(StageContext):
+    """One stage with its computation (module docstring)."""
+
+    num_microbatches: int = 1
+    loss_fn: Callable | None = None
+    forward_fn: Callable | None = None
+    inflight: dict[tuple[int, int], InFlight] = field(default_factory=dict)
+
+    # -- output --------------------------------------------------------------------------------
+    def output(self, weights, x, y=None):
+        """The stage's output on ``weights``: the loss on the last stage (``loss_fn(stage(x),
+        y)``, or ``stage(x, y)`` without a ``loss_fn``), the activation elsewhere. Training
+        and evaluation both call it."""
+        call = self.forward_fn or functional_call
+        if not self.is_last:
+            return call(self.module, weights, (x,))
+        if self.loss_fn is not None:
+            return self.loss_fn(call(self.module, weights, (x,)), y)
+        return call(self.module, weights, (x, y))
+
+    # -- forward -------------------------------------------------------------------------------
+    def leaves_for(self, key, version: int) -> dict[str, Tensor]:
+        """The leaves gradient ``key`` accumulates into, created over version ``version`` at
+        the key's first forward."""
+        got = self.accum.get(key)
+        if got is not None:
+            return got[0]
+        ws = self.versions[version]
+        leaves = {n: (alias(ws[n]).requires_grad_(True) if p.requires_grad else ws[n])
+                  for n, p in self.params}
+        self.accum[key] = (leaves, ws)
+        return leaves
+
+    def forward(self, key, step: int, mb: int, version: int, x: Tensor, y=None,
+                scale: float = 1.0) -> Tensor | None:
+        """Forward microbatch (step, mb) on ``version``; returns the activation to send (None
+        on the last stage, which adds loss/m to the step's loss and keeps loss·scale to
+        backward)."""
+        leaves = self.leaves_for(key, version)
+        if not self.is_first and x.is_floating_point():
+            x.requires_grad_(True)
+        sent = None
+        with torch.enable_grad():
+            if self.is_last:
+                out = self.output(leaves, x, y)
+                if not (isinstance(out, Tensor) and out.numel() == 1):
+                    raise ValueError("the last stage must produce a scalar loss (give loss_fn, "
+                                     "or make stage(x, targets) return the loss)")
+                contrib = out.detach().double().reshape(()) * (1.0 / self.num_microbatches)
+                prev = self.losses.get(step)
+                self.losses[step] = contrib if prev is None else prev + contrib
+                out = out * scale
+            else:
+                out = self.output(leaves, x)
+                if not isinstance(out, Tensor) or not out.is_floating_point():
+                    raise ValueError("a non-last stage must return one floating-point tensor")
+                sent = out.detach().contiguous()
+        self.inflight[(step, mb)] = InFlight(x, out, version, leaves)
+        return sent
+
+    # -- backward ------------------------------------------------------------------------------
+    def _input_grad(self, f: InFlight) -> Tensor | None:
+        if self.is_first:
+            return None
+        g = f.x.grad if f.x.grad is not None else torch.zeros_like(f.x)
+        return g.contiguous()
+
+    def backward(self, step: int, mb: int, grad: Tensor | None) -> Tensor | None:
+        """Both halves in one walk; returns :math:`\\bar x` (None on the first stage)."""
+        f = self.inflight.pop((step, mb))
+        torch.autograd.backward(f.out, grad_tensors=grad)
+        return self._input_grad(f)
+
+    def backward_input(self, step: int, mb: int, grad: Tensor | None) -> Tensor | None:
+        """The input half: :math:`\\bar x`, recording what the weight half starts from."""
+        f = self.inflight[(step, mb)]
+        if self.is_first:
+            f.weight_half = [grad]  # nothing upstream: the weight half is the whole backward
+            return None
+        weights = [t for t in f.leaves.values() if t.requires_grad]
+        _, groups = stage_backward_input([f.out], None if grad is None else [grad], [f.x],
+                                         iter(weights))
+        f.weight_half = groups
+        return self._input_grad(f)
+
+    def backward_weight(self, step: int, mb: int) -> None:
+        """The weight half: :math:`\\bar w \\mathrel{+}= (\\partial f/\\partial w)^\\top
+        \\bar y` into the leaves' ``.grad``; frees the microbatch."""
+        f = self.inflight.pop((step, mb))
+        if f.weight_half is None:
+            raise RuntimeError(f"weight half of ({step}, {mb}) before its input half")
+        if self.is_first:
+            torch.autograd.backward(f.out, grad_tensors=f.weight_half[0])
+            return
+        weights = [t for t in f.leaves.values() if t.requires_grad]
+        stage_backward_weight(iter(weights), f.weight_half)
+
+    def oldest_inflight(self, default: int) -> int:
+        """The oldest version an in-flight microbatch (not yet fully backwarded) read."""
+        return min((f.version for f in self.inflight.values()), default=default)
