@@ -1,18 +1,12 @@
-"""experiments/chaos.py: the nudged learning rates and the resumable plan, on the real
-opt-180k results (no training)."""
+"""asyncpp.study.ladder.chaos (experiments/chaos.py): the nudged learning rates and the
+resumable plan, on the real opt-180k results (no training)."""
 
 from __future__ import annotations
 
 import json
 import math
-import sys
-from pathlib import Path
 
-EXP = Path(__file__).resolve().parent.parent / "experiments"
-sys.path.insert(0, str(EXP))
-
-import chaos  # noqa: E402
-import sweep  # noqa: E402
+from asyncpp.study.ladder import chaos, sweep
 
 
 def test_nudged_moves_whole_units_in_the_last_place():

@@ -126,6 +126,3 @@ def main(argv=None) -> int:
         finally:
             lock.unlink(missing_ok=True)
 
-
-if __name__ == "__main__":
-    raise SystemExit(main())

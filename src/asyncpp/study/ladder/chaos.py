@@ -1,0 +1,119 @@
+"""The chaos floor of an ``opt-180k`` claims cell: the spread of final losses when one seed's
+run is nudged by a rounding-sized amount, beside the spread over seeds.
+
+    python experiments/chaos.py [--cells muon-sync,adamw-sync] [--seed 0] [--repeats 3]
+                                [--results DIR] [--deadline UNIX_TIME] [--list]
+
+Repeat j (1..R) of a cell trains the cell exactly as ``opt-claims`` does at ``--seed``, with
+its peak learning rate moved j units in the last place (``math.nextafter``, upwards): every
+step's update then differs from the recorded run's by about j·1e-16 relative, the size of a
+summation-order difference. The unperturbed run is the cell's own claims result. ``--report``
+prints, per cell, the sd of the final val loss over the unperturbed run and its repeats (the
+chaos spread) beside the sd over the claims seeds 0-4. Resumable like the sweep (one result
+JSON per run, lock files); results go to ``experiments/opt-180k/chaos/`` by default.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import time
+from pathlib import Path
+
+from . import sweep, tables_opt
+from .paths import EXPERIMENTS
+from .tables_cells import result_path
+
+TIER = "opt-180k"
+CLAIMS_SEEDS = (0, 1, 2, 3, 4)
+
+
+def nudged(lr: float, ulps: int) -> float:
+    """``lr`` moved ``ulps`` units in the last place upwards."""
+    for _ in range(ulps):
+        lr = math.nextafter(lr, math.inf)
+    return lr
+
+
+def chaos_name(cell: str, ulps: int) -> str:
+    return f"chaos-{cell}-ulp{ulps}"
+
+
+def plan(tier, cells: list[str], seed: int, repeats: int, results: Path):
+    """(Cell, seed) still to run: each claims cell at its settled lr, nudged 1..R ulps."""
+    todo = []
+    for name in cells:
+        opt, mode = name.split("-", 1)
+        lr = tables_opt.chosen_lr(tier, opt, mode)
+        for j in range(1, repeats + 1):
+            c = tables_opt.opt_cell(tier, chaos_name(name, j), opt, {
+                **tables_opt.OPT_MODES[mode], **tables_opt.lr_overrides(opt, nudged(lr, j))})
+            if not result_path(results, c.name, seed).is_file():
+                todo.append((c, seed))
+    return todo
+
+
+def _val(path: Path) -> float | None:
+    if not path.is_file():
+        return None
+    v = json.loads(path.read_text())["final"].get("val_loss")
+    return v if v is not None and math.isfinite(v) else math.inf
+
+
+def report(tier, cells: list[str], seed: int, repeats: int, results: Path) -> str:
+    lines = ["| cell | chaos runs | chaos sd | seeds | seed sd |", "|---|---:|---:|---:|---:|"]
+    for name in cells:
+        base = _val(result_path(tier.results, name, seed))
+        rep = [_val(result_path(results, chaos_name(name, j), seed))
+               for j in range(1, repeats + 1)]
+        xs = [v for v in (base, *rep) if v is not None]
+        seeds = [v for s in CLAIMS_SEEDS if (v := _val(result_path(tier.results, name, s)))
+                 is not None]
+        sd = f"{statistics.stdev(xs):.4f}" if len(xs) > 1 else "—"
+        ssd = f"{statistics.stdev(seeds):.4f}" if len(seeds) > 1 else "—"
+        lines.append(f"| {name} | {len(xs)} | {sd} | {len(seeds)} | {ssd} |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--cells", default="muon-sync,adamw-sync")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--results", default=str(EXPERIMENTS / TIER / "chaos"))
+    ap.add_argument("--deadline", type=float, default=0.0)
+    ap.add_argument("--run-estimate-s", type=float, default=400.0)
+    ap.add_argument("--list", action="store_true", help="list the runs still to do")
+    ap.add_argument("--report", action="store_true", help="print the spreads, run nothing")
+    args = ap.parse_args(argv)
+    if args.repeats < 1:
+        ap.error("--repeats must be >= 1")
+    tier = sweep.get_tier(TIER)
+    cells = [c for c in args.cells.split(",") if c]
+    results = Path(args.results)
+    if args.report:
+        print(report(tier, cells, args.seed, args.repeats, results))
+        return 0
+    while True:
+        todo = plan(tier, cells, args.seed, args.repeats, results)
+        if args.list or not todo:
+            for c, s in todo:
+                print(f"todo {c.name} seed {s} (lr {c.overrides['optimizer.lr']})")
+            print(f"{len(todo)} run(s) to do")
+            return 0
+        c, s = todo[0]
+        if args.deadline and time.time() + args.run_estimate_s > args.deadline:
+            print(f"deadline: not starting {c.name} seed {s}")
+            return 0
+        lock = sweep.claim(results, c.name, s)
+        if lock is None:
+            print(f"{c.name} seed {s} is held by another process; stopping")
+            return 0
+        try:
+            rec = sweep.run_cell(c, s, results)
+            print(f"{c.name} seed {s}: val {rec['final'].get('val_loss')}", flush=True)
+        finally:
+            lock.unlink(missing_ok=True)
+

@@ -1,0 +1,127 @@
+"""Protocol v2's inputs and seed counts, computed from the results (nothing typed by hand).
+
+    python experiments/protocol_v2.py [--write]
+
+For each primary endpoint of ``experiments/opt-180k/protocol-v2.toml`` with a contrast: the
+per-seed contrast over the claims seeds already run, its mean and sd, and the seeds that the
+endpoint's test needs for the protocol's power at that sd (the mean as the true effect;
+equivalence: a true gap of 0). Also the margin's two inputs: Muon's synchronous seed sd and
+the chaos floor, ``CHAOS_RERUN`` (a re-run of one recorded run at its recorded commit).
+``--write`` puts the table into ``experiments/opt-180k/protocol-v2-power.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+
+import tomllib
+from scipy import stats
+
+from .paths import EXPERIMENTS
+
+TIER = EXPERIMENTS / "opt-180k"
+PROTOCOL = TIER / "protocol-v2.toml"
+#: the chaos floor: opt-180k/muon-nag-seed2 re-run from its record at its recorded commit
+#: (c90df0b) ended at this val loss, against the recorded one (results/muon-nag-seed2.json)
+CHAOS_RERUN = {"cell": "muon-nag", "seed": 2, "rerun_val_loss": 4.1992}
+
+
+def val(cell: str, seed: int) -> float | None:
+    p = TIER / "results" / f"{cell}-seed{seed}.json"
+    if not p.is_file():
+        return None
+    v = json.loads(p.read_text())["final"].get("val_loss")
+    return v if v is not None and math.isfinite(v) else math.inf
+
+
+def contrast_values(opt: str, contrast: dict, seeds) -> list[float]:
+    out = []
+    for s in seeds:
+        vs = {m: val(f"{opt}-{m}", s) for m in contrast}
+        if all(v is not None for v in vs.values()):
+            out.append(sum(w * vs[m] for m, w in contrast.items()))
+    return out
+
+
+def power_t(n: int, effect: float, sd: float, alpha: float, sided: int) -> float:
+    """Power of a one-sample t test at n (noncentral t)."""
+    df, nc = n - 1, abs(effect) / sd * math.sqrt(n)
+    crit = stats.t.ppf(1 - alpha / sided, df)
+    return float(1 - stats.nct.cdf(crit, df, nc))
+
+
+def power_tost(n: int, margin: float, sd: float, alpha: float) -> float:
+    """Power of the paired TOST at a true difference of 0 (both one-sided tests reject)."""
+    df, nc = n - 1, margin / sd * math.sqrt(n)
+    crit = stats.t.ppf(1 - alpha, df)
+    # each one-sided test misses with probability P(T' < crit); the two misses are disjoint
+    return max(0.0, float(1 - 2 * stats.nct.cdf(crit, df, nc)))
+
+
+def seeds_needed(test: str, effect: float, sd: float, alpha: float, power: float,
+                 margin: float | None) -> int | None:
+    for n in range(3, 201):
+        if "TOST" in test:
+            p = power_tost(n, margin, sd, alpha)
+        else:
+            p = power_t(n, effect, sd, alpha, 2 if "two-sided" in test else 1)
+        if p >= power:
+            return n
+    return None
+
+
+def table() -> str:
+    proto = tomllib.loads(PROTOCOL.read_text())
+    fam = proto["family"]
+    k = sum(1 for e in proto["endpoint"])
+    # Holm's first (strictest) level: what every endpoint must be powered for
+    alpha = fam["alpha"] / k
+    margin = proto["margins"]["muon_equivalence"]
+    sync = [v for s in fam["claims_seeds"] if (v := val("muon-sync", s)) is not None]
+    rec = val(CHAOS_RERUN["cell"], CHAOS_RERUN["seed"])
+    chaos = abs(CHAOS_RERUN["rerun_val_loss"] - rec) if rec is not None else float("nan")
+    rule = math.ceil(100 * max(statistics.stdev(sync), 0.75 * chaos)) / 100
+    if not math.isclose(rule, margin):
+        raise SystemExit(f"protocol-v2.toml's margin {margin} is not its rule's {rule}")
+    lines = [f"Muon synchronous seed sd over {len(sync)} seeds: {statistics.stdev(sync):.4f}; "
+             f"chaos floor (one run re-run from its record): {chaos:.4f}; margin "
+             f"{margin}.", "",
+             f"Seeds for power {fam['power']} at Holm's strictest level α = "
+             f"{fam['alpha']}/{k} = {alpha:.4f}, from the claims seeds run so far:", "",
+             "| endpoint | what | n so far | mean | sd | seeds needed |",
+             "|---|---|---:|---:|---:|---:|"]
+    for e in proto["endpoint"]:
+        if "contrast" not in e:
+            lines.append(f"| {e['id']} | {e['what']} | | | | {e['seeds_per_length']} per "
+                         "length (fixed) |")
+            continue
+        xs = contrast_values(e["optimizer"], e["contrast"], fam["claims_seeds"])
+        if len(xs) < 2:
+            lines.append(f"| {e['id']} | {e['what']} | {len(xs)} | | | not yet measurable |")
+            continue
+        m, sd = statistics.mean(xs), statistics.stdev(xs)
+        n = seeds_needed(e["test"], m, sd, alpha, fam["power"],
+                         margin if "TOST" in e["test"] else None)
+        lines.append(f"| {e['id']} | {e['what']} | {len(xs)} | {m:+.4f} | {sd:.4f} | "
+                     f"{n if n is not None else '> 200'} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--write", action="store_true", help="write protocol-v2-power.md")
+    args = ap.parse_args(argv)
+    text = table()
+    print(text, end="")
+    if args.write:
+        out = TIER / "protocol-v2-power.md"
+        tmp = out.with_suffix(".md.tmp")
+        tmp.write_text("# Protocol v2: inputs and seed counts\n\nGenerated by "
+                       "`python experiments/protocol_v2.py --write` from the results.\n\n"
+                       + text)
+        tmp.replace(out)
+    return 0
+
