@@ -363,7 +363,7 @@ BAD_INPUT = [
      {}),
     (["--pipeline.schedule", "gpipe", "--pipeline.stages", "2"],
      "world size 3 is not divisible by pipeline.stages=2", {"RANK": "0", "WORLD_SIZE": "3"}),
-    (["--delay.correction", "ef"], "--pipeline.schedule 2bw", {}),
+    (["--delay.correction", "taylor"], "--pipeline.schedule 2bw", {}),
     (["--delay.correction", "taylor", "--pipeline.schedule", "gpipe"], "asynchronous", {}),
     (["--data.source", "files", "--data.path", "nowhere/*.txt"], "nowhere", {}),
     (["--data.source", "files", "--data.path", "empty.txt"], "empty.txt", {}),
