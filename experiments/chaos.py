@@ -4,13 +4,15 @@ run is nudged by a rounding-sized amount, beside the spread over seeds.
     python experiments/chaos.py [--cells muon-sync,adamw-sync] [--seed 0] [--repeats 3]
                                 [--results DIR] [--deadline UNIX_TIME] [--list]
 
-Repeat j (1..R) of a cell trains the cell exactly as ``opt-claims`` does at ``--seed``, with
+Run j (0..R) of a cell trains the cell exactly as ``opt-claims`` does at ``--seed``, with
 its peak learning rate moved j units in the last place (``math.nextafter``, upwards): every
-step's update then differs from the recorded run's by about j·1e-16 relative, the size of a
-summation-order difference. The unperturbed run is the cell's own claims result. ``--report``
-prints, per cell, the sd of the final val loss over the unperturbed run and its repeats (the
-chaos spread) beside the sd over the claims seeds 0-4. Resumable like the sweep (one result
-JSON per run, lock files); results go to ``experiments/opt-180k/chaos/`` by default.
+step's update then differs by about j·1e-16 relative, the size of a summation-order
+difference. Run 0 is the unperturbed re-run at this commit: the cell's claims result was made
+at an older commit, so comparing against it would mix the nudge with any change of code.
+``--report`` prints, per cell, the sd of the final val loss over runs 0..R (the chaos spread)
+beside the sd over the claims seeds 0-4. Resumable like the sweep (one result JSON per run,
+lock files). The sweep refuses a checkout with untracked files, so run from a clean checkout
+with ``--results`` outside it and copy the JSONs into ``experiments/opt-180k/chaos/``.
 """
 
 from __future__ import annotations
@@ -43,12 +45,12 @@ def chaos_name(cell: str, ulps: int) -> str:
 
 
 def plan(tier, cells: list[str], seed: int, repeats: int, results: Path):
-    """(Cell, seed) still to run: each claims cell at its settled lr, nudged 1..R ulps."""
+    """(Cell, seed) still to run: each claims cell at its settled lr, nudged 0..R ulps."""
     todo = []
     for name in cells:
         opt, mode = name.split("-", 1)
         lr = tables_opt.chosen_lr(tier, opt, mode)
-        for j in range(1, repeats + 1):
+        for j in range(repeats + 1):
             c = tables_opt._cell(tier, chaos_name(name, j), opt, {
                 **tables_opt.OPT_MODES[mode], **tables_opt._lr_overrides(opt, nudged(lr, j))})
             if not result_path(results, c.name, seed).is_file():
@@ -66,10 +68,8 @@ def _val(path: Path) -> float | None:
 def report(tier, cells: list[str], seed: int, repeats: int, results: Path) -> str:
     lines = ["| cell | chaos runs | chaos sd | seeds | seed sd |", "|---|---:|---:|---:|---:|"]
     for name in cells:
-        base = _val(result_path(tier.results, name, seed))
-        rep = [_val(result_path(results, chaos_name(name, j), seed))
-               for j in range(1, repeats + 1)]
-        xs = [v for v in (base, *rep) if v is not None]
+        xs = [v for j in range(repeats + 1)
+              if (v := _val(result_path(results, chaos_name(name, j), seed))) is not None]
         seeds = [v for s in CLAIMS_SEEDS if (v := _val(result_path(tier.results, name, s)))
                  is not None]
         sd = f"{statistics.stdev(xs):.4f}" if len(xs) > 1 else "—"

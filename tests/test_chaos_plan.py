@@ -25,14 +25,14 @@ def test_nudged_moves_whole_units_in_the_last_place():
 def test_plan_is_the_claims_cell_nudged_and_resumes(tmp_path):
     tier = sweep.get_tier("opt-180k")
     todo = chaos.plan(tier, ["muon-sync"], 0, 3, tmp_path)
-    assert [c.name for c, _ in todo] == [f"chaos-muon-sync-ulp{j}" for j in (1, 2, 3)]
+    assert [c.name for c, _ in todo] == [f"chaos-muon-sync-ulp{j}" for j in (0, 1, 2, 3)]
     claims = json.loads((tier.results / "muon-sync-seed0.json").read_text())["overrides"]
     lrs = [float(c.overrides["optimizer.lr"]) for c, _ in todo]
-    assert lrs == [chaos.nudged(float(claims["optimizer.lr"]), j) for j in (1, 2, 3)]
+    assert lrs == [chaos.nudged(float(claims["optimizer.lr"]), j) for j in (0, 1, 2, 3)]
     # everything else is the claims cell's configuration
     rest = {k: v for k, v in todo[0][0].overrides.items()
             if k not in ("optimizer.lr", "optimizer.adamw_lr")}
     assert rest.items() <= {k: v for k, v in claims.items()}.items()
     (tmp_path / "chaos-muon-sync-ulp1-seed0.json").write_text("{}")
     assert [c.name for c, _ in chaos.plan(tier, ["muon-sync"], 0, 3, tmp_path)] == [
-        "chaos-muon-sync-ulp2", "chaos-muon-sync-ulp3"]
+        "chaos-muon-sync-ulp0", "chaos-muon-sync-ulp2", "chaos-muon-sync-ulp3"]
