@@ -5,9 +5,10 @@ run is nudged by a rounding-sized amount, beside the spread over seeds.
                                 [--results DIR] [--deadline UNIX_TIME] [--list]
 
 Run j (0..R) of a cell trains the cell exactly as ``opt-claims`` does at ``--seed``, with
-its peak learning rate moved j units in the last place (``math.nextafter``, upwards): every
-step's update then differs by about j·1e-16 relative, the size of a summation-order
-difference. Run 0 is the unperturbed re-run at this commit: the cell's claims result was made
+its peak learning rate moved j units in the last place *of float32*, the precision the
+weights and updates are computed in: a float64 ulp is lost when the lr meets a float32 tensor
+(the first two results here, float64 ulps 0 and 1 at opt-180k muon-sync seed 0, ended bit for
+bit equal). Run 0 is the unperturbed re-run at this commit: the cell's claims result was made
 at an older commit, so comparing against it would mix the nudge with any change of code.
 ``--report`` prints, per cell, the sd of the final val loss over runs 0..R (the chaos spread)
 beside the sd over the claims seeds 0-4. Resumable like the sweep (one result JSON per run,
@@ -24,6 +25,7 @@ import statistics
 import time
 from pathlib import Path
 
+import numpy as np
 import sweep
 import tables_opt
 from tables_cells import result_path
@@ -34,14 +36,19 @@ CLAIMS_SEEDS = (0, 1, 2, 3, 4)
 
 
 def nudged(lr: float, ulps: int) -> float:
-    """``lr`` moved ``ulps`` units in the last place upwards."""
+    """``lr`` rounded to float32 and moved ``ulps`` float32 units in the last place upwards
+    (``lr`` itself for 0)."""
+    if ulps == 0:
+        return lr
+    x = np.float32(lr)
     for _ in range(ulps):
-        lr = math.nextafter(lr, math.inf)
-    return lr
+        x = np.nextafter(x, np.float32(np.inf))
+    return float(x)
 
 
 def chaos_name(cell: str, ulps: int) -> str:
-    return f"chaos-{cell}-ulp{ulps}"
+    """Float32 nudges are named ``f32ulp``; the float64 ones of the first results ``ulp``."""
+    return f"chaos-{cell}-f32ulp{ulps}"
 
 
 def plan(tier, cells: list[str], seed: int, repeats: int, results: Path):
