@@ -4,13 +4,16 @@ run is nudged by a rounding-sized amount, beside the spread over seeds.
     python experiments/chaos.py [--cells muon-sync,adamw-sync] [--seed 0] [--repeats 3]
                                 [--results DIR] [--deadline UNIX_TIME] [--list]
 
-Repeat j (1..R) of a cell trains the cell exactly as ``opt-claims`` does at ``--seed``, with
-its peak learning rate moved j units in the last place (``math.nextafter``, upwards): every
-step's update then differs from the recorded run's by about j·1e-16 relative, the size of a
-summation-order difference. The unperturbed run is the cell's own claims result. ``--report``
-prints, per cell, the sd of the final val loss over the unperturbed run and its repeats (the
-chaos spread) beside the sd over the claims seeds 0-4. Resumable like the sweep (one result
-JSON per run, lock files); results go to ``experiments/opt-180k/chaos/`` by default.
+Run j (0..R) of a cell trains the cell exactly as ``opt-claims`` does at ``--seed``, with
+its peak learning rate moved j units in the last place *of float32*, the precision the
+weights and updates are computed in: a float64 ulp is lost when the lr meets a float32 tensor
+(the first two results here, float64 ulps 0 and 1 at opt-180k muon-sync seed 0, ended bit for
+bit equal). Run 0 is the unperturbed re-run at this commit: the cell's claims result was made
+at an older commit, so comparing against it would mix the nudge with any change of code.
+``--report`` prints, per cell, the sd of the final val loss over runs 0..R (the chaos spread)
+beside the sd over the claims seeds 0-4. Resumable like the sweep (one result JSON per run,
+lock files). The sweep refuses a checkout with untracked files, so run from a clean checkout
+with ``--results`` outside it and copy the JSONs into ``experiments/opt-180k/chaos/``.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ import statistics
 import time
 from pathlib import Path
 
+import numpy as np
+
 from . import sweep, tables_opt
 from .paths import EXPERIMENTS
 from .tables_cells import result_path
@@ -31,23 +36,28 @@ CLAIMS_SEEDS = (0, 1, 2, 3, 4)
 
 
 def nudged(lr: float, ulps: int) -> float:
-    """``lr`` moved ``ulps`` units in the last place upwards."""
+    """``lr`` rounded to float32 and moved ``ulps`` float32 units in the last place upwards
+    (``lr`` itself for 0)."""
+    if ulps == 0:
+        return lr
+    x = np.float32(lr)
     for _ in range(ulps):
-        lr = math.nextafter(lr, math.inf)
-    return lr
+        x = np.nextafter(x, np.float32(np.inf))
+    return float(x)
 
 
 def chaos_name(cell: str, ulps: int) -> str:
-    return f"chaos-{cell}-ulp{ulps}"
+    """Float32 nudges are named ``f32ulp``; the float64 ones of the first results ``ulp``."""
+    return f"chaos-{cell}-f32ulp{ulps}"
 
 
 def plan(tier, cells: list[str], seed: int, repeats: int, results: Path):
-    """(Cell, seed) still to run: each claims cell at its settled lr, nudged 1..R ulps."""
+    """(Cell, seed) still to run: each claims cell at its settled lr, nudged 0..R ulps."""
     todo = []
     for name in cells:
         opt, mode = name.split("-", 1)
         lr = tables_opt.chosen_lr(tier, opt, mode)
-        for j in range(1, repeats + 1):
+        for j in range(repeats + 1):
             c = tables_opt.opt_cell(tier, chaos_name(name, j), opt, {
                 **tables_opt.OPT_MODES[mode], **tables_opt.lr_overrides(opt, nudged(lr, j))})
             if not result_path(results, c.name, seed).is_file():
@@ -65,10 +75,8 @@ def _val(path: Path) -> float | None:
 def report(tier, cells: list[str], seed: int, repeats: int, results: Path) -> str:
     lines = ["| cell | chaos runs | chaos sd | seeds | seed sd |", "|---|---:|---:|---:|---:|"]
     for name in cells:
-        base = _val(result_path(tier.results, name, seed))
-        rep = [_val(result_path(results, chaos_name(name, j), seed))
-               for j in range(1, repeats + 1)]
-        xs = [v for v in (base, *rep) if v is not None]
+        xs = [v for j in range(repeats + 1)
+              if (v := _val(result_path(results, chaos_name(name, j), seed))) is not None]
         seeds = [v for s in CLAIMS_SEEDS if (v := _val(result_path(tier.results, name, s)))
                  is not None]
         sd = f"{statistics.stdev(xs):.4f}" if len(xs) > 1 else "—"
