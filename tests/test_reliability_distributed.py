@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 import pytest
+from procs import workers_of as _workers
 
 from asyncpp.train import checkpoint as ckpt_io
 from asyncpp.train.metrics import read_metrics
@@ -57,25 +58,6 @@ def _torchrun(cwd: Path, cache: Path, restarts: int, log: Path) -> subprocess.Po
          "--rdzv-endpoint", f"127.0.0.1:{_port()}", "-m", "asyncpp.train.cli", "--run.dir",
          "run", *ARGS],
         cwd=cwd, env=env, stdout=open(log, "w"), stderr=subprocess.STDOUT)
-
-
-def _workers(parent: int) -> dict[int, int]:
-    """{RANK: pid} of the worker processes torchrun (pid ``parent``) started."""
-    out = {}
-    for p in Path("/proc").iterdir():
-        if not p.name.isdigit():
-            continue
-        try:
-            ppid = int((p / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            if ppid != parent:
-                continue
-            env = dict(kv.split("=", 1) for kv in
-                       (p / "environ").read_bytes().decode(errors="replace").split("\0")
-                       if "=" in kv)
-            out[int(env["RANK"])] = int(p.name)
-        except (OSError, KeyError, ValueError, IndexError):
-            continue
-    return out
 
 
 def _kill_rank_after_first_checkpoint(tr: subprocess.Popen, run: Path, rank: int):

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
+from procs import workers_of as _workers
 
 from asyncpp.train import checkpoint as ckpt_io
 from asyncpp.train.metrics import read_metrics
@@ -52,25 +53,6 @@ def _launch(cwd: Path, cache: Path, log: Path, *extra: str, restarts: int = 0,
          "--run.dir", "run", *ARGS, *extra],
         cwd=cwd, env=_env(cache, inject), stdout=open(log, "w"), stderr=subprocess.STDOUT,
         start_new_session=True)
-
-
-def _workers(parent: int) -> dict[int, int]:
-    """{RANK: pid} of the workers torchrun (pid ``parent``) started."""
-    out = {}
-    for p in Path("/proc").iterdir():
-        if not p.name.isdigit():
-            continue
-        try:
-            ppid = int((p / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            if ppid != parent:
-                continue
-            env = dict(kv.split("=", 1) for kv in
-                       (p / "environ").read_bytes().decode(errors="replace").split("\0")
-                       if "=" in kv)
-            out[int(env["RANK"])] = int(p.name)
-        except (OSError, KeyError, ValueError, IndexError):
-            continue
-    return out
 
 
 def _wait_steps(tr: subprocess.Popen, run: Path, steps: int, log: Path) -> dict[int, int]:

@@ -37,15 +37,16 @@ def _git(repo: Path, *args: str) -> bytes:
 
 
 def code_state(repo: Path = PACKAGE_ROOT) -> dict:
-    """``{commit_at_start, dirty, diff_sha256}`` of the checkout at ``repo`` now (``None``
-    values when ``repo`` is not a git checkout)."""
+    """``{commit_at_start, dirty, diff_sha256, untracked}`` of the checkout at ``repo`` now
+    (``untracked``: the first 20 untracked paths; ``None`` values when ``repo`` is not a git
+    checkout)."""
     try:
         commit = _git(repo, "rev-parse", "HEAD").decode().strip()
         diff = _git(repo, "diff", "--binary", "HEAD")
         untracked = [p for p in _git(repo, "ls-files", "--others", "--exclude-standard",
                                      "-z").decode().split("\0") if p]
     except (OSError, subprocess.SubprocessError):
-        return {"commit_at_start": None, "dirty": None, "diff_sha256": None}
+        return {"commit_at_start": None, "dirty": None, "diff_sha256": None, "untracked": []}
     dirty = bool(diff) or bool(untracked)
     digest = None
     if dirty:
@@ -56,7 +57,8 @@ def code_state(repo: Path = PACKAGE_ROOT) -> dict:
             if f.is_file():
                 h.update(f.read_bytes())
         digest = h.hexdigest()
-    return {"commit_at_start": commit, "dirty": dirty, "diff_sha256": digest}
+    return {"commit_at_start": commit, "dirty": dirty, "diff_sha256": digest,
+            "untracked": sorted(untracked)[:20]}
 
 
 def package_versions(names: tuple[str, ...] = NUMERIC_PACKAGES) -> dict[str, str | None]:

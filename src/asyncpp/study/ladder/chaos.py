@@ -22,7 +22,6 @@ import argparse
 import json
 import math
 import statistics
-import time
 from pathlib import Path
 
 import numpy as np
@@ -104,24 +103,6 @@ def main(argv=None) -> int:
     if args.report:
         print(report(tier, cells, args.seed, args.repeats, results))
         return 0
-    while True:
-        todo = plan(tier, cells, args.seed, args.repeats, results)
-        if args.list or not todo:
-            for c, s in todo:
-                print(f"todo {c.name} seed {s} (lr {c.overrides['optimizer.lr']})")
-            print(f"{len(todo)} run(s) to do")
-            return 0
-        c, s = todo[0]
-        if args.deadline and time.time() + args.run_estimate_s > args.deadline:
-            print(f"deadline: not starting {c.name} seed {s}")
-            return 0
-        lock = sweep.claim(results, c.name, s)
-        if lock is None:
-            print(f"{c.name} seed {s} is held by another process; stopping")
-            return 0
-        try:
-            rec = sweep.run_cell(c, s, results)
-            print(f"{c.name} seed {s}: val {rec['final'].get('val_loss')}", flush=True)
-        finally:
-            lock.unlink(missing_ok=True)
-
+    return sweep.run_lane(lambda: plan(tier, cells, args.seed, args.repeats, results), results,
+                          args.deadline, args.run_estimate_s, args.list,
+                          label=lambda c: f" (lr {c.overrides['optimizer.lr']})")

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import time
 from pathlib import Path
 
 from . import sweep, tables_opt
@@ -103,26 +102,5 @@ def main(argv=None) -> int:
     if args.results:
         tier = tier.at(results=args.results)
     results = tier.results
-    while True:
-        todo = plan(tier, results)
-        if args.list or not todo:
-            for c, s in todo:
-                print(f"todo {c.name} seed {s}")
-            print(f"{len(todo)} run(s) to do now (more may follow once lr* is decided)")
-            return 0
-        c, s = todo[0]
-        if args.deadline and time.time() + args.run_estimate_s > args.deadline:
-            print(f"deadline: not starting {c.name} seed {s}")
-            return 0
-        lock = sweep.claim(results, c.name, s)
-        if lock is None:
-            print(f"{c.name} seed {s} is held by another process; stopping")
-            return 0
-        try:
-            t0 = time.time()
-            rec = sweep.run_cell(c, s, results)
-            print(f"{c.name} seed {s}: val {rec['final'].get('val_loss')} "
-                  f"({time.time() - t0:.0f} s)", flush=True)
-        finally:
-            lock.unlink(missing_ok=True)
-
+    return sweep.run_lane(lambda: plan(tier, results), results, args.deadline,
+                          args.run_estimate_s, args.list)

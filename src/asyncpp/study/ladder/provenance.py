@@ -24,11 +24,9 @@ once per epoch).
 
 from __future__ import annotations
 
-import hashlib
-import subprocess
-from importlib import metadata
 from pathlib import Path
 
+from .. import provenance as study_provenance
 from .paths import REPO
 
 # Every package whose version can change a number in a result (the model and optimizers run
@@ -41,33 +39,17 @@ class DirtyTree(RuntimeError):
     """The working tree differs from its commit and ``--allow-dirty`` was not given."""
 
 
-def _git(*args: str, repo: Path = REPO) -> bytes:
-    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, check=True,
-                          timeout=60).stdout
-
-
 def code_state(repo: Path = REPO) -> dict:
-    """``{commit_at_start, dirty, diff_sha256}`` of ``repo`` now."""
-    commit = _git("rev-parse", "HEAD", repo=repo).decode().strip()
-    diff = _git("diff", "--binary", "HEAD", repo=repo)
-    untracked = [p for p in _git("ls-files", "--others", "--exclude-standard", "-z",
-                                 repo=repo).decode().split("\0") if p]
-    dirty = bool(diff) or bool(untracked)
-    digest = None
-    if dirty:
-        h = hashlib.sha256(diff)
-        for p in sorted(untracked):
-            h.update(b"\0untracked\0" + p.encode() + b"\0")
-            f = repo / p
-            if f.is_file():
-                h.update(f.read_bytes())
-        digest = h.hexdigest()
-    return {"commit_at_start": commit, "dirty": dirty, "diff_sha256": digest,
-            "untracked": sorted(untracked)[:20]}
+    """``{commit_at_start, dirty, diff_sha256, untracked}`` of ``repo`` now
+    (:func:`asyncpp.study.provenance.code_state`)."""
+    return study_provenance.code_state(repo)
 
 
 def require_clean(state: dict, allow_dirty: bool) -> None:
     """Refuse a dirty tree (one message naming what is uncommitted) unless ``allow_dirty``."""
+    if state["commit_at_start"] is None:
+        raise DirtyTree("not a git checkout: a result must name the commit that made it; run "
+                        "from a clone of the repository")
     if state["dirty"] and not allow_dirty:
         raise DirtyTree(
             f"the working tree differs from {state['commit_at_start'][:12]} (uncommitted "
@@ -77,22 +59,10 @@ def require_clean(state: dict, allow_dirty: bool) -> None:
 
 def package_versions(names: tuple[str, ...] = NUMERIC_PACKAGES) -> dict[str, str | None]:
     """Installed version of each package (``None`` when it is not installed)."""
-    out = {}
-    for n in names:
-        try:
-            out[n] = metadata.version(n)
-        except metadata.PackageNotFoundError:
-            out[n] = None
-    return out
+    return study_provenance.package_versions(names)
 
 
-def regime(steps: int, batch_size: int, seq_len: int, params: int,
-           train_windows: int | None) -> dict:
-    """Tokens, tokens per parameter and epochs of a run (module docstring)."""
-    tokens = steps * batch_size * seq_len
-    out = {"tokens": tokens, "tokens_per_param": tokens / params}
-    out["epochs"] = steps * batch_size / train_windows if train_windows else None
-    return out
+regime = study_provenance.regime
 
 
 __all__ = ["NUMERIC_PACKAGES", "DirtyTree", "code_state", "package_versions", "regime",

@@ -422,6 +422,37 @@ def claim(results: Path, cell: str, seed: int) -> Path | None:
     return None
 
 
+def run_lane(next_runs, results: Path, deadline: float = 0.0, estimate_s: float = 240.0,
+             listing: bool = False, label=lambda cell: "") -> int:
+    """One resumable lane over a plan that can change as runs finish: ``next_runs()`` returns
+    the (cell, seed) pairs still to do, in order; the first is trained (under its lock file)
+    and the plan asked again, until it is empty, the ``deadline`` (Unix time; a run is
+    expected to take ``estimate_s``) would be passed, or another process holds the next run.
+    ``listing``: print the plan and train nothing. Returns 0."""
+    while True:
+        todo = next_runs()
+        if listing or not todo:
+            for c, s in todo:
+                print(f"todo {c.name} seed {s}{label(c)}")
+            print(f"{len(todo)} run(s) to do now")
+            return 0
+        c, s = todo[0]
+        if deadline and time.time() + estimate_s > deadline:
+            print(f"deadline: not starting {c.name} seed {s}")
+            return 0
+        lock = claim(results, c.name, s)
+        if lock is None:
+            print(f"{c.name} seed {s} is held by another process; stopping")
+            return 0
+        try:
+            t0 = time.time()
+            rec = run_cell(c, s, results)
+            print(f"{c.name} seed {s}: val {rec['final'].get('val_loss')} "
+                  f"({time.time() - t0:.0f} s)", flush=True)
+        finally:
+            lock.unlink(missing_ok=True)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tier", default="tiny", choices=sorted(TIERS),
