@@ -83,6 +83,17 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def cpu_isa() -> str | None:
+    """The vector instruction set torch's CPU kernels dispatch to here (e.g. ``AVX512``,
+    ``AVX2``): two CPUs of one architecture can round differently when it differs."""
+    try:
+        import torch
+
+        return torch.backends.cpu.get_cpu_capability()
+    except (ImportError, AttributeError):
+        return None
+
+
 def regime(steps: int, batch_size: int, seq_len: int, params: int,
            train_windows: int | None) -> dict:
     """Tokens, tokens per parameter and epochs of a run (module docstring)."""
@@ -91,4 +102,5 @@ def regime(steps: int, batch_size: int, seq_len: int, params: int,
             "epochs": steps * batch_size / train_windows if train_windows else None}
 
 
-__all__ = ["NUMERIC_PACKAGES", "code_state", "cpu_model", "package_versions", "regime"]
+__all__ = ["NUMERIC_PACKAGES", "code_state", "cpu_isa", "cpu_model", "package_versions",
+           "regime"]

@@ -183,13 +183,29 @@ def data_provenance(data: DataBundle) -> dict:
     out = {"description": data.description,
            "tokenizer_file": str(data.tokenizer_file) if data.tokenizer_file else None,
            "tokenizer_sha256": sha(data.tokenizer_file),
-           "manifest_sha256": sha(data.manifest), "corpus_id": _corpus_id(data.manifest),
+           "manifest_sha256": sha(data.manifest),
+           "manifest_content_sha256": _manifest_content_sha256(data.manifest),
+           "corpus_id": _corpus_id(data.manifest),
            "train_tokens": data.train.num_tokens,
            "train_windows": data.train.num_windows}
     if data.val is not None:
         out.update(val_tokens=data.val.num_tokens, val_windows=data.val.num_windows,
                    val_sources={s.name: [s.kind, s.num_windows] for s in data.val_sources or []})
     return out
+
+
+def _manifest_content_sha256(manifest: Path | None) -> str | None:
+    """sha256 of the corpus manifest's canonical JSON without its build record (``built_utc``,
+    ``build_s``, ``command``): equal for every rebuild of the same corpus, unlike the file's
+    own hash (``manifest_sha256``), which changes with the build time."""
+    if manifest is None:
+        return None
+    import hashlib
+    import json
+
+    body = {k: v for k, v in json.loads(Path(manifest).read_text()).items()
+            if k not in ("built_utc", "build_s", "command")}
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
 
 def _corpus_id(manifest: Path | None) -> str | None:

@@ -63,7 +63,9 @@ def package_versions(names: tuple[str, ...] = NUMERIC_PACKAGES) -> dict[str, str
 
 
 regime = study_provenance.regime
+cpu_model = study_provenance.cpu_model
+cpu_isa = study_provenance.cpu_isa
 
 
-__all__ = ["NUMERIC_PACKAGES", "DirtyTree", "code_state", "package_versions", "regime",
-           "require_clean"]
+__all__ = ["NUMERIC_PACKAGES", "DirtyTree", "code_state", "cpu_isa", "cpu_model",
+           "package_versions", "regime", "require_clean"]
