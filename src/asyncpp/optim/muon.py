@@ -90,9 +90,10 @@ class Muon(Optimizer):
         ns_dtype: iteration precision: ``"auto"`` (default: bfloat16 on CUDA, as
             torch.optim.Muon, float32 elsewhere — the CLI's default too), ``"bfloat16"``,
             ``"float32"``, ``"float64"`` or ``"native"`` (the parameter's dtype).
-        A group with ``transposed=True`` holds weights stored ``(in, out)`` (GPT-2's
-        ``Conv1D``): the orthogonalisation is the same (the polar factor of Gᵀ is that of G,
-        transposed) but the shape rule reads the sides swapped (:func:`adjusted_lr`).
+        transposed: a parameter-group option; ``True`` marks weights stored ``(in, out)``
+            (GPT-2's ``Conv1D``). The orthogonalisation is the same (the polar factor of Gᵀ is
+            that of G, transposed); the shape rule reads the sides swapped
+            (:func:`adjusted_lr`).
         adamw_lr, adamw_betas, adamw_eps, adamw_weight_decay: defaults for ``use_muon=False``
             groups.
     """

@@ -59,7 +59,7 @@ class ScheduleSpec:
     """Whether the partitions form two groups, as in WPipe, where the second half drains every
     step (τ = 0) and the first half does not (τ = 1)."""
     v_shaped: bool = False
-    """Whether the P stages are placed two per device in a V (ZB-V): device d of P/2 holds
+    """Whether the P stages are placed two per device in a V (ZB-V); device d of P/2 holds
     stages d and P − 1 − d, so the first and the last stage share a device."""
 
     def stages_error(self, num_stages: int) -> str | None:

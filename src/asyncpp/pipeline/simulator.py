@@ -44,7 +44,7 @@ from .schedules import Schedule, build
 @dataclass(frozen=True)
 class Interval:
     """One compute action of one stage: ``kind`` is its letter (F, B, I, W or U, see
-    :func:`~asyncpp.pipeline.actions.kind_of`)."""
+    ``asyncpp.pipeline.actions.kind_of``)."""
 
     stage: int
     start: float

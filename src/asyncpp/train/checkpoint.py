@@ -6,7 +6,7 @@ containers: ``format``, ``step``, ``config`` (the resolved config as a dict), ``
 ``optimizers`` (one ``DelayedOptimizer.state_dict()`` per stage: wrapped optimizer state,
 pending gradient queue, EF memory, step counter), ``sampler`` (data position), ``rng``.
 
-Retention (:func:`stale_checkpoints`): after writing step t, walking down from t, the newest
+Retention (``stale_checkpoints``): after writing step t, walking down from t, the newest
 ``keep`` *valid* checkpoints at or below t are kept — step t first, counted once however often
 it is written — and only checkpoints older than the oldest kept one are deleted. A checkpoint
 above t (a damaged newer one skipped on resume) or a damaged one between kept ones is never
@@ -51,7 +51,7 @@ def list_checkpoints(run_dir: str | os.PathLike) -> list[tuple[int, Path]]:
 def save_checkpoint(run_dir: str | os.PathLike, payload: dict, keep: int = 2,
                     is_valid=None) -> Path:
     """Write ``payload`` as the checkpoint of step ``payload['step']``, then delete what
-    :func:`stale_checkpoints` names (``is_valid(step, path)``: whether an older checkpoint
+    ``stale_checkpoints`` names (``is_valid(step, path)``: whether an older checkpoint
     can be resumed; default: it loads and passes its checksum). The previous checkpoints
     survive a crash during the write."""
     step = int(payload["step"])
@@ -118,7 +118,7 @@ def stale_checkpoints(run_dir: str | os.PathLike, keep: int, written: int | None
 
 
 class ValidSteps:
-    """``is_valid`` for :func:`stale_checkpoints` that checks each step once: steps this
+    """``is_valid`` for ``stale_checkpoints`` that checks each step once: steps this
     process wrote or resumed from are added as valid (:meth:`add`); any other is checked
     with ``check(step, path)`` (default: it loads and passes its checksum) the first time."""
 

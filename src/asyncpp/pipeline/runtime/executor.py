@@ -851,15 +851,15 @@ class PipelineExecutor:
 
     # -- evaluation and checkpoints ----------------------------------------------------------
     def evaluate(self, batches: Iterable, version: int | None = None) -> list[float]:
-        """Forward-only losses of ``batches`` (:func:`.evaluation.evaluate`)."""
+        """Forward-only losses of ``batches`` (``runtime.evaluation.evaluate``)."""
         return evaluate(self, batches, version)
 
     def state_dict(self) -> dict:
-        """Everything this rank needs to resume (:func:`.checkpoint.state_dict`)."""
+        """Everything this rank needs to resume (``runtime.checkpoint.state_dict``)."""
         return checkpoint.state_dict(self)
 
     def load_state_dict(self, state: Mapping) -> None:
-        """Restore :meth:`state_dict` (:func:`.checkpoint.load_state_dict`)."""
+        """Restore :meth:`state_dict` (``runtime.checkpoint.load_state_dict``)."""
         checkpoint.load_state_dict(self, state)
 
 def _check_placement(placement, stage, optimizer):
