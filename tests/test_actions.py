@@ -24,6 +24,7 @@ from asyncpp.pipeline.actions import (
     from_str,
     to_str,
 )
+from asyncpp.pipeline.registry import get_spec
 from asyncpp.pipeline.simulator import (
     default_devices,
     looped_devices,
@@ -36,7 +37,7 @@ from asyncpp.pipeline.simulator import (
 def _schedules():
     for name in PIPELINE_SCHEDULES:
         for P in range(1, 7):
-            if name == "wpipe" and P % 2:
+            if get_spec(name).stages_error(P):  # WPipe and ZB-V need an even P
                 continue
             for m in sorted({max(1, P - 1), P, 2 * P + 1}):
                 yield build(name, P, m, 3, start_step=1)

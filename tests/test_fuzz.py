@@ -20,6 +20,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from asyncpp.pipeline.actions import BackwardInput, BackwardWeight
+from asyncpp.pipeline.registry import get_spec
 from asyncpp.pipeline.schedules import (
     SCHEDULES,
     Backward,
@@ -155,6 +157,9 @@ def test_cli_never_shows_a_traceback(tmp_path_factory, pairs, toml_text):
 
 
 # -- schedules -----------------------------------------------------------------------------------
+SPLIT = ("zb-h1", "zb-v")  # the schedules that split the backward (input, then weight)
+
+
 @settings(max_examples=300, derandomize=True, deadline=None, database=None,
           suppress_health_check=list(HealthCheck))
 @given(st.sampled_from(SCHEDULES), st.integers(1, 5), st.integers(1, 6), st.integers(1, 4),
@@ -163,26 +168,35 @@ def test_any_schedule_is_complete_matched_and_terminates(name, P, m, T, start, s
     sync = sync if name == "2bw" else None
     try:
         sched = build(name, P, m, T, start_step=start, sync_steps=sync)
-    except ValueError as e:  # the only refusals: 2BW and WPipe need m >= P - 1, WPipe even P
-        assert (name == "2bw" and m < P - 1) or (name == "wpipe" and (P % 2 or m < P - 1)), e
+    except ValueError as e:  # the only refusals: 2BW and WPipe need m >= P - 1, WPipe and
+        # ZB-V an even P (the registry's stages_error)
+        assert (name in ("2bw", "wpipe") and m < P - 1) or get_spec(name).stages_error(P), e
         return
     steps = range(start, start + T)
     every = Counter((t, i) for t in steps for i in range(m))
     sends, recvs = Counter(), Counter()
     for s, acts in enumerate(sched.actions):
         fwd = Counter((a.step, a.mb) for a in acts if isinstance(a, Forward))
-        bwd = Counter((a.step, a.mb) for a in acts if isinstance(a, Backward))
+        # a zero-bubble schedule splits each backward into its input and weight halves
+        bwd = Counter((a.step, a.mb) for a in acts if isinstance(a, (Backward, BackwardInput)))
+        wgt = Counter((a.step, a.mb) for a in acts if isinstance(a, BackwardWeight))
         assert fwd == every and bwd == every, (s, fwd, bwd)  # each exactly once
-        seen_f, seen_b, versions = {}, set(), {}
+        assert wgt == (every if name in SPLIT else Counter()), (s, wgt)
+        seen_f, seen_b, seen_w, versions = {}, set(), set(), {}
         for a in acts:
             if isinstance(a, Forward):
                 seen_f[(a.step, a.mb)] = a.version
-            elif isinstance(a, Backward):
+            elif isinstance(a, (Backward, BackwardInput)):
                 assert seen_f.get((a.step, a.mb)) == a.version  # after its forward, same x
                 seen_b.add((a.step, a.mb))
+            elif isinstance(a, BackwardWeight):
+                assert (a.step, a.mb) in seen_b  # after its input half
+                seen_w.add((a.step, a.mb))
             elif isinstance(a, OptimizerStep):
                 mbs = range(m) if a.mb is None else [a.mb]
                 assert all((a.step, i) in seen_b for i in mbs)
+                if name in SPLIT:  # every weight gradient is complete before the update
+                    assert all((a.step, i) in seen_w for i in mbs)
                 versions[a.update] = a.new_version
             elif isinstance(a, Send):
                 assert a.peer == (s + 1 if a.kind == "activation" else s - 1)
@@ -196,7 +210,8 @@ def test_any_schedule_is_complete_matched_and_terminates(name, P, m, T, start, s
     assert len(sends) == 2 * (P - 1) * T * m  # an activation and a gradient per boundary
     res = simulate(sched, t_forward=1.0, t_backward=2.0, t_comm=0.5, t_optimizer=0.1)
     n_compute = sum(1 for acts in sched.actions for a in acts
-                    if isinstance(a, (Forward, Backward, OptimizerStep)))
+                    if isinstance(a, (Forward, Backward, BackwardInput, BackwardWeight,
+                                      OptimizerStep)))
     assert len(res.intervals) == n_compute and res.makespan > 0
     assert 0.0 <= res.bubble_fraction < 1.0
 
