@@ -72,7 +72,7 @@ def critical_step_nodelay(beta_v, gamma=1.0) -> float:
 
 
 def spectral_radius_nodelay(beta_v, c, gamma=1.0) -> float:
-    """max |z| over the roots of the characteristic polynomial at ηh = c (float64)."""
+    """max ``|z|`` over the roots of the characteristic polynomial at ηh = c (float64)."""
     _validate(beta_v, gamma)
     b, g, pv = float(beta_v), float(gamma), float(c) * (1.0 - float(beta_v))
     return float(np.max(np.abs(np.roots([1.0, -(1.0 + b) + pv * (1.0 + g), b - pv * g]))))
