@@ -35,9 +35,9 @@ def char_poly_expr(beta_v, tau: int, ef: bool = False, var=None, gamma=None) -> 
 
 
 def schur_cohn(poly_expr: sp.Expr, var=z) -> list[sp.Expr]:
-    r"""δ_1, …, δ_n: leading coefficients of the successive Schur transforms
-    T P = (a_n P − a_0 P*)/z (real coefficients). All roots lie in ``|z| < 1`` iff all δ_k > 0
-    (Schur–Cohn)."""
+    r""":math:`\delta_1, \dots, \delta_n`: leading coefficients of the successive Schur
+    transforms :math:`TP = (a_n P - a_0 P^*)/z` (real coefficients). All roots lie in
+    :math:`|z| < 1` iff every :math:`\delta_k > 0` (Schur–Cohn)."""
     P = sp.Poly(poly_expr, var)
     out = []
     while P.degree() > 0:

@@ -42,8 +42,9 @@ def char_poly_nodelay(bv=beta, pv=p, gv=gamma_sym) -> sp.Expr:
 
 
 def state_matrix_nodelay(bv=beta, pv=p, gv=gamma_sym) -> sp.Matrix:
-    r"""A with :math:`(x_{t+1}, \mu_t) = A(x_t, \mu_{t-1})`: :math:`\mu_t = \beta\mu_{t-1} + p
-    x_t`, :math:`x_{t+1} = x_t - (1+\gamma)\mu_t + \gamma\mu_{t-1}`."""
+    r"""A with :math:`(x_{t+1}, \mu_t) = A(x_t, \mu_{t-1})`:
+    :math:`\mu_t = \beta\mu_{t-1} + p x_t`,
+    :math:`x_{t+1} = x_t - (1+\gamma)\mu_t + \gamma\mu_{t-1}`."""
     return sp.Matrix([[1 - (1 + gv) * pv, gv - (1 + gv) * bv], [pv, bv]])
 
 
@@ -72,7 +73,8 @@ def critical_step_nodelay(beta_v, gamma=1.0) -> float:
 
 
 def spectral_radius_nodelay(beta_v, c, gamma=1.0) -> float:
-    """max ``|z|`` over the roots of the characteristic polynomial at ηh = c (float64)."""
+    r""":math:`\max |z|` over the roots of the characteristic polynomial at ηh = c
+    (float64)."""
     _validate(beta_v, gamma)
     b, g, pv = float(beta_v), float(gamma), float(c) * (1.0 - float(beta_v))
     return float(np.max(np.abs(np.roots([1.0, -(1.0 + b) + pv * (1.0 + g), b - pv * g]))))
