@@ -3,7 +3,9 @@
 then claims seeds 0–4 at lr*, then the same seeds at the synchronous cell's lr.
 
 Resumable: a (cell, seed) whose result JSON exists is skipped; each run is written when it
-finishes (the sweep's format, provenance and lock files). Run from a clean checkout (entry
+finishes (the sweep's format, provenance and lock files), into
+``experiments/opt-180k/ef-control/`` (not the tier's results folder, whose run statistics are
+the ladder's own). Run from a clean checkout (entry
 point ``experiments/ef_control.py``)::
 
     python experiments/ef_control.py [--results DIR] [--deadline UNIX_TIME] [--list]
@@ -20,6 +22,7 @@ import math
 from pathlib import Path
 
 from . import sweep, tables_opt
+from .paths import EXPERIMENTS
 from .tables_cells import Cell, result_path
 
 TIER = "opt-180k"
@@ -92,15 +95,14 @@ def plan(tier, results: Path):
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--results", default=None, help="results folder (default: the tier's)")
+    ap.add_argument("--results", default=str(EXPERIMENTS / TIER / "ef-control"),
+                    help="results folder (default: experiments/opt-180k/ef-control)")
     ap.add_argument("--deadline", type=float, default=0.0,
                     help="Unix time: start no run expected to end after it")
     ap.add_argument("--run-estimate-s", type=float, default=240.0)
     ap.add_argument("--list", action="store_true", help="list the runs still to do")
     args = ap.parse_args(argv)
-    tier = sweep.get_tier(TIER)
-    if args.results:
-        tier = tier.at(results=args.results)
+    tier = sweep.get_tier(TIER).at(results=args.results)
     results = tier.results
     return sweep.run_lane(lambda: plan(tier, results), results, args.deadline,
                           args.run_estimate_s, args.list)
