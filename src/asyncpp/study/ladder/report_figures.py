@@ -20,10 +20,13 @@ FONT_PT = 9  # the smallest text on any figure
 
 
 def _plt():
-    """pyplot with the report's sizes, or None without matplotlib."""
+    """pyplot with the report's sizes on matplotlib's defaults, or None without matplotlib:
+    the figures' bytes must not depend on what else the process drew before (a book page or
+    another test that changed rcParams)."""
     plt = pyplot()
     if plt is None:
         return None
+    plt.rcdefaults()
     plt.rcParams.update({"font.size": 10, "axes.titlesize": 10, "axes.labelsize": 10,
                          "legend.fontsize": FONT_PT, "xtick.labelsize": FONT_PT,
                          "ytick.labelsize": FONT_PT, "figure.titlesize": 10})
