@@ -79,9 +79,9 @@ class BackwardInput:
 
 @dataclass(frozen=True)
 class BackwardWeight:
-    r"""The weight half of a backward, :math:`\bar w \mathrel{+}= (\partial f/\partial w)^\top
-    \bar y`, after its :class:`BackwardInput`; it sends nothing, so a schedule may move it
-    into idle time."""
+    r"""The weight half of a backward,
+    :math:`\bar w \leftarrow \bar w + (\partial f/\partial w)^\top \bar y`, after its
+    :class:`BackwardInput`; it sends nothing, so a schedule may move it into idle time."""
 
     step: int
     mb: int
