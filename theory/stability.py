@@ -586,8 +586,8 @@ def ef_growth_table(taus=(1, 2, 3), betas=(0.9, 0.95, 0.99)) -> list[dict]:
 def ef_growth_checks() -> list[tuple[str, bool, str]]:
     r"""The scope of "EF's stable range grows with β", checked in float64 on
     β ∈ {0.9, 0.95, 0.99, 0.999}: γ = 1 grows at τ = 1 and stays below 1 (τ = 2) and 1/2 + 0.05
-    (τ = 3); γ = τ and γ* grow at τ = 1, 2, 3, and γ*'s :math:`(1-eta)c^*` approaches
-    :math:`K_	au` (:func:`beta_one_limit`) within 2 %."""
+    (τ = 3); γ = τ and γ* grow at τ = 1, 2, 3, and γ*'s :math:`(1-\beta)c^*` approaches
+    :math:`K_\tau` (:func:`beta_one_limit`) within 2 %."""
     betas = (0.9, 0.95, 0.99, 0.999)
     out = []
     for tau in (1, 2, 3):
