@@ -38,58 +38,40 @@ _CODE_KIND = {v: k for k, v in _KIND_CODE.items()}
 
 
 @dataclass(frozen=True)
-class Forward:
+class _Pass:
+    """The fields of a compute pass over one microbatch: step, microbatch, weight version and
+    (once placed) stage; its text form is the action table's."""
+
+    step: int
+    mb: int
+    version: int
+    stage: int | None = field(default=None, kw_only=True)
+
+    def __str__(self) -> str:
+        return to_str(self)
+
+
+@dataclass(frozen=True)
+class Forward(_Pass):
     """Forward of microbatch ``mb`` of step ``step`` on weight version ``version``."""
 
-    step: int
-    mb: int
-    version: int
-    stage: int | None = field(default=None, kw_only=True)
-
-    def __str__(self) -> str:
-        return to_str(self)
-
 
 @dataclass(frozen=True)
-class Backward:
+class Backward(_Pass):
     """Backward of microbatch ``mb`` of step ``step`` (same version as its forward)."""
 
-    step: int
-    mb: int
-    version: int
-    stage: int | None = field(default=None, kw_only=True)
-
-    def __str__(self) -> str:
-        return to_str(self)
-
 
 @dataclass(frozen=True)
-class BackwardInput:
+class BackwardInput(_Pass):
     r"""The input half of a backward, :math:`\bar x = (\partial f/\partial x)^\top \bar y`
     (zero-bubble schedules); its gradient is what the stage sends upstream."""
 
-    step: int
-    mb: int
-    version: int
-    stage: int | None = field(default=None, kw_only=True)
-
-    def __str__(self) -> str:
-        return to_str(self)
-
 
 @dataclass(frozen=True)
-class BackwardWeight:
+class BackwardWeight(_Pass):
     r"""The weight half of a backward,
     :math:`\bar w \leftarrow \bar w + (\partial f/\partial w)^\top \bar y`, after its
     :class:`BackwardInput`; it sends nothing, so a schedule may move it into idle time."""
-
-    step: int
-    mb: int
-    version: int
-    stage: int | None = field(default=None, kw_only=True)
-
-    def __str__(self) -> str:
-        return to_str(self)
 
 
 @dataclass(frozen=True)
