@@ -71,12 +71,19 @@ def test_swallowed_delimiter_in_tex():
 def test_png_records_its_smallest_text(tmp_path):
     plt = pytest.importorskip("matplotlib.pyplot")
     figtext.install()
+    try:
+        fig, ax = plt.subplots(figsize=(4, 3), dpi=100)
+        ax.plot([0, 1], [0, 1], label="a line")
+        ax.legend(fontsize=6)
+        ax.tick_params(labelsize=12)
+        fig.savefig(tmp_path / "f.png", dpi=150)
+        plt.close(fig)
+    finally:
+        figtext.uninstall()
     fig, ax = plt.subplots(figsize=(4, 3), dpi=100)
-    ax.plot([0, 1], [0, 1], label="a line")
-    ax.legend(fontsize=6)
-    ax.tick_params(labelsize=12)
-    fig.savefig(tmp_path / "f.png", dpi=150)
+    fig.savefig(tmp_path / "g.png", dpi=150)
     plt.close(fig)
+    assert figtext.KEY not in figtext.read((tmp_path / "g.png").read_bytes())
     data = (tmp_path / "f.png").read_bytes()
     assert figtext.recorded_text_px(data) == pytest.approx(6 * 150 / 72, abs=1e-3)
     assert figtext.size(data) == (600, 450)
@@ -93,13 +100,16 @@ def _browser_or_skip():
 def _png(path: Path, font_pt: float, dpi: int, width_in: float) -> str:
     plt = pytest.importorskip("matplotlib.pyplot")
     figtext.install()
-    fig, ax = plt.subplots(figsize=(width_in, 2.5))
-    ax.plot([0, 1, 2], [3, 1, 2], label="synchronous")
-    ax.legend(fontsize=font_pt)
-    ax.tick_params(labelsize=font_pt)
-    ax.set_xlabel("step", fontsize=font_pt)
-    fig.savefig(path, dpi=dpi)
-    plt.close(fig)
+    try:
+        fig, ax = plt.subplots(figsize=(width_in, 2.5))
+        ax.plot([0, 1, 2], [3, 1, 2], label="synchronous")
+        ax.legend(fontsize=font_pt)
+        ax.tick_params(labelsize=font_pt)
+        ax.set_xlabel("step", fontsize=font_pt)
+        fig.savefig(path, dpi=dpi)
+        plt.close(fig)
+    finally:
+        figtext.uninstall()
     return path.name
 
 

@@ -70,6 +70,17 @@ def install() -> None:
     FigureCanvasAgg.print_png = print_png
 
 
+def uninstall() -> None:
+    """Undo :func:`install` (idempotent): the book's kernels keep the record for their whole
+    life, a test that installs it must not leave it to the tests that follow, which compare
+    saved figures byte for byte."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    current = FigureCanvasAgg.print_png
+    if getattr(current, "_asyncpp_records_text", False):
+        FigureCanvasAgg.print_png = current.__wrapped__
+
+
 def chunks(data: bytes):
     """``(type, payload)`` of every chunk of a PNG; ValueError when ``data`` is not a PNG."""
     if not data.startswith(_PNG_MAGIC):
