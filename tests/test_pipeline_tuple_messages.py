@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 import torch
+import tuple_model as tm
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import tuple_model as tm
 from asyncpp.optim import build_optimizer
 from asyncpp.pipeline import PipelineExecutor, build_stages
 from asyncpp.pipeline.runtime import messages

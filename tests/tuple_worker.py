@@ -11,8 +11,8 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
-
 import tuple_model as tm
+
 from asyncpp.optim import build_optimizer
 from asyncpp.pipeline import PipelineExecutor, PipelineTopology, build_stages, init_distributed
 

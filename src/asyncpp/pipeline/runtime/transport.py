@@ -7,10 +7,10 @@ Sends are non-blocking and complete in the background; receives are waited with 
 multi-GPU users run — in the same deterministic order on both peers. The first activation
 message of each call on each stream carries a small header (the :class:`~.messages.Layout`:
 dtype and shape of each part); later microbatches reuse it. A tuple message travels packed in
-one buffer (:mod:`.messages`). When a rank holds several stages, a message between two stages of one rank is handed
-over in memory, and each stream between two ranks (source stage, kind) has its own tag, so
-messages of different stage pairs between the same two ranks never match each other (gloo
-matches by tag; NCCL ignores tags, so several stages per rank need gloo).
+one buffer (:mod:`.messages`). When a rank holds several stages, a message between two stages
+of one rank is handed over in memory, and each stream between two ranks (source stage, kind)
+has its own tag, so messages of different stage pairs between the same two ranks never match
+each other (gloo matches by tag; NCCL ignores tags, so several stages per rank need gloo).
 """
 
 from __future__ import annotations
