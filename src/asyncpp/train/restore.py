@@ -107,7 +107,8 @@ def restore_run(run_dir: str | os.PathLike) -> RestoredRun:
     extra = [k for k in state if k not in want]
     if missing or extra:
         raise ConfigError(f"checkpoint of step {step} in {str(run_dir)!r} does not fit model "
-                          f"{cfg.model_config().name!r}: missing {missing[:3]}, unexpected {extra[:3]}")
+                          f"{cfg.model_config().name!r}: missing {missing[:3]}, unexpected "
+                          f"{extra[:3]}")
     model.load_state_dict({k: v for k, v in state.items()}, strict=False)
     model.eval()
     ranks = int(ckpt["distributed"]["world_size"]) if "distributed" in ckpt else 1
