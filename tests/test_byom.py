@@ -159,8 +159,8 @@ def test_eval_scores_another_corpus(runs):
     final = json.loads((runs["root"] / "hf-dist" / "summary.json").read_text())
     assert own == pytest.approx(final["final_val_loss"], rel=1e-5)
     other = _tool("asyncpp.train.eval_cli", runs["root"] / "hf-dist", "--data.source", "files",
-                  "--data.path", str(ROOT / "book" / "howto" / "*.md"), "--data.val_fraction", "0.5",
-                  cache=runs["cache"])
+                  "--data.path", str(ROOT / "book" / "howto" / "*.md"),
+                  "--data.val_fraction", "0.5", cache=runs["cache"])
     assert other.returncode == 0, other.stderr
     lines = other.stdout.splitlines()
     assert len(lines) == 1 and lines[0].startswith("val loss ")
