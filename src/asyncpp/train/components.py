@@ -406,7 +406,7 @@ def clear_run_dir(run_dir: Path) -> None:
     for name in ("metrics.jsonl", "config.toml", "config.json", "summary.json", "loss.png",
                  "tokenizer.json", MARKER):
         (run_dir / name).unlink(missing_ok=True)
-    for sub in ("checkpoints", "tb", "export"):
+    for sub in ("checkpoints", "tb", "export", "hf-config"):
         shutil.rmtree(run_dir / sub, ignore_errors=True)
 
 

@@ -58,6 +58,34 @@ def pipeline_stage(mc: ExternalModelConfig, seed: int, stage: int, P: int,
     return build_stage(layers, stage, P).to(device)
 
 
+HF_SNAPSHOT = "hf-config"
+"""The run directory's copy of a ``model.hf`` folder's configuration files (no weights)."""
+
+
+def snapshot_hf_config(folder: str | os.PathLike, run_dir: Path) -> Path:
+    """Copy the model's ``config.json`` (and ``generation_config.json``) into the run
+    directory, so that the run's model is rebuilt from what it trained, wherever the run is
+    read from and whatever happens to the original folder."""
+    import shutil
+
+    dst = run_dir / HF_SNAPSHOT
+    dst.mkdir(exist_ok=True)
+    for name in ("config.json", "generation_config.json"):
+        if (Path(folder) / name).is_file():
+            shutil.copyfile(Path(folder) / name, dst / name)
+    return dst
+
+
+def rebased(cfg, run_dir: Path):
+    """``cfg`` with ``model.hf`` pointing at the run's snapshot when it has one."""
+    import dataclasses
+
+    snap = run_dir / HF_SNAPSHOT
+    if not cfg.model.hf or not (snap / "config.json").is_file():
+        return cfg
+    return dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, hf=str(snap)))
+
+
 def export(mc: ExternalModelConfig, state: dict, out_dir: str | os.PathLike, *,
            tokenizer_file=None, eos_token_id: int | None = None) -> Path:
     """Write the trained model to ``out_dir``: a Hugging Face folder

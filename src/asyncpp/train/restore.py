@@ -93,7 +93,9 @@ def restore_run(run_dir: str | os.PathLike) -> RestoredRun:
     step = int(ckpt["step"])
     cfg = from_dict(ckpt["config"])
     if cfg.model.external is not None:  # the composition of the model's layers
-        from .external_model import full_model
+        from .external_model import full_model, rebased
+
+        cfg = rebased(cfg, run_dir)
 
         model = full_model(cfg.model_config(), cfg.run.seed, "cpu")
     else:
