@@ -19,11 +19,14 @@ from pathlib import Path
 from asyncpp.data import load_data
 from asyncpp.train.config import from_dict
 
-from . import stats
+from . import protocol, stats
 from .ladder_verdicts import (
     MIN_SEEDS,
     PREREGISTERED_SEEDS,
+    _tiers,
+    combine,
     evidence_of,
+    parts,
     protocol_evidence_of,
     protocol_verdict_of,
     verdict_of,
@@ -161,11 +164,14 @@ def number(key: str) -> str:
       ``pred3/L``, ``predwhy3/L`` the same on the pre-registered seeds 0–2 only;
       ``prednew/L``, ``prednewwhy/L`` (L3, L6) the verdict and parts under the study
       protocol's tests (share ≥ 50 % with Fieller's interval; the slope over log₂ tokens);
+      ``predtier/L`` the verdict of L's parts on the key's tier alone (L1, L5: one size);
+    - ``fieller/S/A/C`` — the share of the gap A − S that C recovers with Fieller's 95 %
+      interval ("70 % [38, 82]"), or why there is none (the gap not established);
     - ``paper/gap/O``, ``paper/rec/O`` — the paper's 360M gap and EF share (``PAPER_360M``);
       ``paper/gaprank/O`` where that gap ranks among the paper's ("smallest", …, "largest").
     """
     if key.split(":")[0].split("/")[1:2] in (["pred"], ["predwhy"], ["pred3"], ["predwhy3"],
-                                             ["prednew"], ["prednewwhy"]):
+                                             ["prednew"], ["prednewwhy"], ["predtier"]):
         return _number(key)  # prose with names in it ("opt-180k"): its numbers carry "−"
     return minus(_number(key))
 
@@ -215,6 +221,24 @@ def _pred(k: Key) -> str:
 def _prednew(k: Key) -> str:
     """The study protocol's reading of L3 or L6 (``ladder_verdicts.protocol_parts``)."""
     return (protocol_evidence_of if "why" in k.kind else protocol_verdict_of)(k.args[0])
+
+
+def _predtier(k: Key) -> str:
+    """The verdict of those of L's parts that name the key's tier (L1, L5: per size)."""
+    mine = [p for p in parts(k.args[0], _tiers()) if p.text.startswith(f"`{k.tier}`:")]
+    if not mine:
+        raise KeyError(f"prediction {k.args[0]} has no part of its own on {k.tier}")
+    return combine(mine)
+
+
+def _fieller(k: Key) -> str:
+    """Share with Fieller's interval (``protocol.fieller_share``)."""
+    sh = protocol.fieller_share(*(vals(k.R, c) for c in k.args))
+    if sh.share is None:
+        return "—"
+    if sh.lo is None:
+        return "— (gap not established)"
+    return sh.text()
 
 
 def _count(k: Key) -> str:
@@ -434,7 +458,7 @@ KINDS: dict[str, Callable[[Key], str]] = {
     **dict.fromkeys(("zerogap", "zerogapsd", "zerogappd", "zerogapvd"), _zerogap),
     "flatdrop": _flatdrop,
     **dict.fromkeys(("pred", "predwhy", "pred3", "predwhy3"), _pred),
-    "prednew": _prednew, "prednewwhy": _prednew,
+    "prednew": _prednew, "prednewwhy": _prednew, "predtier": _predtier, "fieller": _fieller,
 }
 
 
