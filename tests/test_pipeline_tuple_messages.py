@@ -29,18 +29,32 @@ DTYPES = [torch.float32, torch.float64, torch.bfloat16, torch.int64, torch.int32
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from(DTYPES),
                           st.lists(st.integers(0, 4), min_size=0, max_size=3)),
-                min_size=1, max_size=5))
-def test_pack_and_unpack_are_inverse(parts):
+                min_size=1, max_size=5), st.booleans())
+def test_pack_and_unpack_are_inverse(parts, as_dict):
     g = torch.Generator().manual_seed(0)
     msg = tuple((torch.randint(0, 2, s, generator=g).bool() if d is torch.bool else
                  (torch.randn(s, generator=g) * 100).to(d)) for d, s in parts)
+    if as_dict:
+        msg = {f"k{len(parts) - i}": t for i, t in enumerate(msg)}
     layout = messages.Layout.of(msg)
     buf = messages.pack(msg)
     assert buf.dtype == torch.uint8 and buf.numel() == layout.nbytes()
     back = messages.unpack(buf.clone(), layout)
-    assert len(back) == len(msg)
+    assert type(back) is type(msg) and len(back) == len(msg)
+    if as_dict:
+        assert list(back) == list(msg)
+        msg, back = tuple(msg.values()), tuple(back.values())
     for a, b in zip(msg, back):
         assert a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
+
+
+def test_the_header_carries_a_dicts_keys():
+    from asyncpp.pipeline.runtime.transport import _key_text, _key_words
+
+    for key in ("h", "position_ids", "attention_mask", "é", "x" * 32):
+        assert _key_text(_key_words(key)) == key
+    with pytest.raises(ValueError, match="at most 32 bytes"):
+        _key_words("x" * 33)
 
 
 def test_a_single_tensor_is_its_own_message():
@@ -49,9 +63,10 @@ def test_a_single_tensor_is_its_own_message():
     assert messages.unpack(x, messages.Layout.of(x)) is x
 
 
-def train(schedule: str, P: int, m: int, optname: str = "adamw", steps: int = 4):
+def train(schedule: str, P: int, m: int, optname: str = "adamw", steps: int = 4,
+          as_dict: bool = False):
     """All P stages in this process (placement [[0..P-1]])."""
-    mods = build_stages(tm.layers(4), P)
+    mods = build_stages(tm.layers(4, as_dict=as_dict), P)
     stages = dict(enumerate(mods))
     hp = dict(lr=0.01, betas=(0.9, 0.95), weight_decay=0.1) if optname == "adamw" else \
         dict(lr=0.02, momentum=0.9, ns_dtype="float64", adamw_lr=0.01)
@@ -65,11 +80,12 @@ def train(schedule: str, P: int, m: int, optname: str = "adamw", steps: int = 4)
     return losses, weights, ex
 
 
-@pytest.mark.parametrize("schedule,optname", [("1f1b", "adamw"), ("zb-h1", "muon"),
-                                              ("gpipe", "muon")])
-def test_tuple_stages_train_as_one_stage(schedule, optname):
-    l1, w1, _ = train("1f1b", 1, 2, optname)
-    lp, wp, ex = train(schedule, 3, 2, optname)
+@pytest.mark.parametrize("schedule,optname,as_dict", [
+    ("1f1b", "adamw", False), ("zb-h1", "muon", False), ("gpipe", "muon", False),
+    ("1f1b", "muon", True), ("zb-h1", "adamw", True)])
+def test_tuple_stages_train_as_one_stage(schedule, optname, as_dict):
+    l1, w1, _ = train("1f1b", 1, 2, optname)  # the same model: dicts or tuples, one stage
+    lp, wp, ex = train(schedule, 3, 2, optname, as_dict=as_dict)
     assert lp == l1
     assert w1.keys() == wp.keys()
     for k in w1:

@@ -40,13 +40,14 @@ def main(out: Path) -> None:
     topo = PipelineTopology.create(2)
     rank = dist.get_rank()
     result = {}
-    for schedule in ("1f1b", "2bw", "zb-h1"):
+    for schedule, as_dict in (("1f1b", False), ("2bw", False), ("zb-h1", False),
+                              ("2bw", True)):
         ref_l, ref_w = run(schedule, dict(enumerate(build_stages(tm.layers(2), 2))), [[0, 1]])
-        mine = build_stages(tm.layers(2), 2, stages=[topo.stage])[0]
+        mine = build_stages(tm.layers(2, as_dict=as_dict), 2, stages=[topo.stage])[0]
         before = {n: p.detach().clone() for n, p in mine.named_parameters()}
         got_l, got_w = run(schedule, {topo.stage: mine}, topo=topo)
         loss_dev = max(abs(a - b) for a, b in zip(got_l, ref_l)) if topo.is_last else 0.0
-        result[schedule] = {
+        result[schedule + ("-dict" if as_dict else "")] = {
             "loss": loss_dev,
             "weights": max(float((got_w[n] - ref_w[n]).abs().max()) for n in got_w),
             "moved": any(not torch.equal(before[n], got_w[n]) for n in got_w)}

@@ -20,9 +20,10 @@ so it runs only the weight products :math:`\bar w = \bar h^\top a`. On the first
 input needs no gradient, so I does nothing and W is the whole backward. Same operations on
 the same operands as B: the split changes no bit of any gradient (tested against 1F1B).
 
-``x`` and ``y`` may be tuples of tensors (hidden states with position ids, a mask, …;
-:mod:`.messages`): a tuple output is the next stage's positional arguments, and
-:math:`\bar x`, :math:`\bar y` are then the tuples of the floating-point parts' gradients.
+``x`` and ``y`` may be tuples or dicts of tensors (hidden states with position ids, a mask,
+…; :mod:`.messages`): a tuple output is the next stage's positional arguments, a dict its
+keyword arguments, and :math:`\bar x`, :math:`\bar y` are then the tuples of the
+floating-point parts' gradients.
 """
 
 from __future__ import annotations
@@ -117,6 +118,7 @@ class Stage(StageContext):
                     raise ValueError("a non-last stage must return at least one floating-point "
                                      "tensor (the activation the gradient flows back through)")
                 sent = out.detach().contiguous() if isinstance(out, Tensor) else \
+                    {k: t.detach() for k, t in out.items()} if isinstance(out, dict) else \
                     tuple(t.detach() for t in out)
         self.inflight[(step, mb)] = InFlight(x, out, version, leaves)
         return sent

@@ -30,7 +30,23 @@ _DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.in
            torch.int32, torch.bool, torch.uint8, torch.int8, torch.int16]
 _MAX_DIMS = 8
 _MAX_PARTS = 8
-_HEADER = 2 + _MAX_PARTS * (2 + _MAX_DIMS)  # packed, parts, then (dtype, ndim, dims) per part
+_KEY = 4  # int64 words per dict key: its UTF-8 bytes, zero-padded (at most 32)
+_PART = 2 + _MAX_DIMS + _KEY  # (dtype, ndim, dims…, key…) per part
+_HEADER = 2 + _MAX_PARTS * _PART  # kind (0 tensor, 1 tuple, 2 dict), parts, then the parts
+
+
+def _key_words(key: str) -> list[int]:
+    raw = key.encode("utf-8")
+    if len(raw) > 8 * _KEY:
+        raise ValueError(f"a stage output's dict key may have at most {8 * _KEY} bytes, got "
+                         f"{key!r}")
+    raw = raw.ljust(8 * _KEY, b"\0")
+    return [int.from_bytes(raw[i:i + 8], "little", signed=True) for i in range(0, len(raw), 8)]
+
+
+def _key_text(words) -> str:
+    raw = b"".join(int(w).to_bytes(8, "little", signed=True) for w in words)
+    return raw.rstrip(b"\0").decode("utf-8")
 
 
 class Transport:
@@ -108,12 +124,13 @@ class Transport:
         if len(layout.parts) > _MAX_PARTS:
             raise ValueError(f"a stage output may have at most {_MAX_PARTS} tensors, got "
                              f"{len(layout.parts)}")
-        h = [int(layout.packed), len(layout.parts)]
-        for dtype, shape in layout.parts:
+        h = [2 if layout.keys is not None else int(layout.packed), len(layout.parts)]
+        for i, (dtype, shape) in enumerate(layout.parts):
             if len(shape) > _MAX_DIMS or dtype not in _DTYPES:
                 raise ValueError(f"stage outputs must be tensors of ≤ {_MAX_DIMS} dims with "
                                  f"dtype in {_DTYPES}, got {dtype} of shape {shape}")
             h += [_DTYPES.index(dtype), len(shape), *shape] + [0] * (_MAX_DIMS - len(shape))
+            h += _key_words(layout.keys[i] if layout.keys is not None else "")
         h += [0] * (_HEADER - len(h))
         return torch.tensor(h, dtype=torch.int64, device=self.device)
 
@@ -202,16 +219,18 @@ class Transport:
         for w in self.post([("recv", hdr, peer, tag)]):
             self.wait(w, f"the activation header for {to_str(a)}", peer)
         h = hdr.tolist()
-        parts = []
-        if h[0] in (0, 1) and 1 <= h[1] <= _MAX_PARTS:
+        parts, keys = [], []
+        if h[0] in (0, 1, 2) and 1 <= h[1] <= _MAX_PARTS:
             for i in range(h[1]):
-                p = h[2 + i * (2 + _MAX_DIMS):]
+                p = h[2 + i * _PART:2 + (i + 1) * _PART]
                 if not (0 <= p[0] < len(_DTYPES) and 0 <= p[1] <= _MAX_DIMS):
                     break
                 parts.append((_DTYPES[p[0]], tuple(p[2:2 + p[1]])))
+                keys.append(_key_text(p[2 + _MAX_DIMS:]))
         if not parts or len(parts) != h[1] or (not h[0] and len(parts) != 1):
             raise PipelineError(f"malformed activation header {h} from rank {peer}")
-        self.meta[a.peer] = Layout(tuple(parts), bool(h[0]))
+        self.meta[a.peer] = Layout(tuple(parts), bool(h[0]),
+                                   tuple(keys) if h[0] == 2 else None)
         self.header_recvd.add(a.peer)
 
     def finish_recv(self, a, posted, contexts: dict) -> None:
