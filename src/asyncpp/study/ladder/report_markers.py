@@ -134,6 +134,7 @@ def number(key: str) -> str:
       ``recif/S/A/C`` — the share ``rec`` when the interval of the gap A − S excludes zero,
       else "— (gap within noise)", or "— (too few seeds)" with one paired seed (a share of an
       unestablished gap is unbounded);
+      ``recfi/S/A/C`` the same, the share with Fieller's 95 % interval (``fieller``);
     - ``rec/S/A/C`` — the share of the gap A − S that C recovers, "NN %"; ``recnum/S/A/C``
       the same without the unit; ``recseed/k/S/A/C`` that share for seed k; ``recseeds/S/A/C``
       the seeds' shares, "NN, NN, NN" (seed order);
@@ -359,10 +360,13 @@ def _gapat(k: Key) -> str:
 
 
 def _recif(k: Key) -> str:
-    """A share only of a gap the interval establishes."""
+    """A share only of a gap the interval establishes (``recfi``: with Fieller's interval,
+    the ratio of the mean differences over the seeds common to the three cells)."""
     instead = no_share_text(no_share_reason(k.R, k.args[0], k.args[1], min_seeds_of(k.tier)))
     if instead:
         return instead
+    if k.kind == "recfi":
+        return _fieller(k)
     x, _ = share(k.R, *k.args)
     return "—" if x is None else f"{x:.{k.d(0)}f} %"
 
@@ -451,7 +455,8 @@ KINDS: dict[str, Callable[[Key], str]] = {
     "sharepd": _sharepd, "sharevd": _sharepd, "done": _planned, "planned": _planned,
     "regime": _regime, "updates": _updates_of, "dd": _dd, "ddvd": _dd,
     "gapseed": _gapseed, "lossseed": _lossseed, "diffseed": _diffseed, "gapat": _gapat,
-    "recif": _recif, "rec": _rec, "recnum": _rec, "recseed": _recseed, "recseeds": _recseeds,
+    "recif": _recif, "recfi": _recif, "rec": _rec, "recnum": _rec, "recseed": _recseed,
+    "recseeds": _recseeds,
     "gapratio": _gapratio, "drift": _drift, "driftmean": _drift,
     "pearson": _correlation, "spearman": _correlation, "sdrift": _sdrift, "sdriftmean": _sdrift,
     "h2f": _h2f, "h2gap": _h2gap, "h3f": _h3f,
@@ -512,7 +517,8 @@ def glance_table(runs=GLANCE_RUNS) -> str:
     pasted into Markdown that the tests check."""
     def m(key):
         return f"<!--n:{key}-->{number(key)}<!--/n-->"
-    lines = ["| run | regime | optimizer | gap 2BW − sync [95 % interval] | EF recovers |",
+    lines = ["| run | regime | optimizer | gap 2BW − sync [95 % interval] | "
+             "EF recovers [95 % interval] |",
              "| --- | --- | --- | --- | --- |"]
     for tier, suffix, what in runs:
         R = _results_of(tier)
@@ -530,7 +536,7 @@ def glance_table(runs=GLANCE_RUNS) -> str:
             s_, a_, e_ = (f"{o}-{x}{suffix}" for x in ("sync", "async", "ef"))
             head = (f"`{tier}`, {what}", m(f"{tier}/regime/{s_}")) if k == 0 else ("", "")
             lines.append(f"| {head[0]} | {head[1]} | {LABEL[o]} | "
-                         f"{m(f'{tier}/gapci/{s_}/{a_}')} | {m(f'{tier}/recif/{s_}/{a_}/{e_}')} |")
+                         f"{m(f'{tier}/gapci/{s_}/{a_}')} | {m(f'{tier}/recfi/{s_}/{a_}/{e_}')} |")
     for k, o in enumerate(GLANCE_OPTIMIZERS):
         head = ("the paper, 360M", "360M parameters, 20 tokens/parameter, < 1 epoch") \
             if k == 0 else ("", "")
