@@ -220,15 +220,22 @@ def test_plot_command_on_the_compare_runs(doc, cmd, compare_runs, tmp_path):
 def test_export_and_eval_commands_on_the_compare_runs(doc, cmd, compare_runs, tmp_path):
     """``asyncpp-export`` / ``asyncpp-eval`` as written, on the runs ``make compare`` makes (and
     the book's pages as other data)."""
-    (tmp_path / "runs").symlink_to(compare_runs, target_is_directory=True)
+    _export_or_eval(cmd, compare_runs, tmp_path, "model.safetensors")
+
+
+def _export_or_eval(cmd: str, runs: Path, tmp_path: Path, *written: str) -> None:
+    """Run an ``asyncpp-export`` / ``asyncpp-eval`` command as written beside ``runs`` and the
+    book's pages: eval prints one ``val loss`` line, export writes ``written``."""
+    (tmp_path / "runs").symlink_to(runs, target_is_directory=True)
     (tmp_path / "book").symlink_to(ROOT / "book", target_is_directory=True)
+    (tmp_path / ".venv").symlink_to(VENV_BIN.parent, target_is_directory=True)  # .venv/bin/…
     res = _run(cmd, tmp_path)
     if "asyncpp-eval" in cmd:
         assert re.fullmatch(r"val loss \d+\.\d+\n", res.stdout), res.stdout
     else:
-        out = re.search(r"--out\s+(\S+)", cmd).group(1)
-        assert (tmp_path / out / "model.safetensors").is_file()
-        shutil.rmtree(tmp_path / out)  # the next run of this test writes it again
+        out = tmp_path / re.search(r"--out\s+(\S+)", cmd).group(1)
+        assert all((out / name).is_file() for name in written), sorted(out.iterdir())
+        shutil.rmtree(out)  # the next run of this test writes it again
 
 
 @pytest.fixture(scope="module")
@@ -246,15 +253,8 @@ def byom_runs(tmp_path_factory):
 def test_export_and_eval_commands_on_the_byom_run(doc, cmd, byom_runs, tmp_path):
     """The how-to's ``asyncpp-export`` / ``asyncpp-eval`` on the run its torchrun command
     makes: a Hugging Face folder, and one ``val loss`` line."""
-    (tmp_path / "runs").symlink_to(byom_runs, target_is_directory=True)
-    (tmp_path / "book").symlink_to(ROOT / "book", target_is_directory=True)
-    res = _run(cmd, tmp_path)
-    if "asyncpp-eval" in cmd:
-        assert re.fullmatch(r"val loss \d+\.\d+\n", res.stdout), res.stdout
-    else:
-        out = tmp_path / re.search(r"--out\s+(\S+)", cmd).group(1)
-        assert (out / "config.json").is_file() and (out / "tokenizer.json").is_file()
-        shutil.rmtree(out)
+    _export_or_eval(cmd, byom_runs, tmp_path, "config.json", "model.safetensors",
+                    "tokenizer.json")
 
 
 @pytest.mark.parametrize("doc,cmd", _ids("collect"))
