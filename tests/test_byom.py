@@ -205,3 +205,24 @@ def test_mistakes_exit_2_with_one_line_and_nothing_written(extra, message, tmp_p
     assert done.returncode == 2, done.stderr
     assert done.stderr.count("\n") == 1 and message in done.stderr, done.stderr
     assert not run.exists()
+
+
+def test_a_factory_in_the_current_folder_is_found_without_changing_sys_path(tmp_path,
+                                                                             monkeypatch):
+    """The console scripts do not put the current folder on sys.path; a factory there is
+    found anyway, and sys.path is left as it was."""
+    from asyncpp.models.external import describe
+
+    pkg = tmp_path / "byom_here_pkg"
+    pkg.mkdir()
+    (pkg / "model.py").write_text((ROOT / "examples" / "byom" / "tiny_gpt.py").read_text())
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    before = list(sys.path)
+    try:
+        mc = describe("factory", "byom_here_pkg.model:build")
+    finally:
+        for name in [n for n in sys.modules if n.startswith("byom_here_pkg")]:
+            del sys.modules[name]
+    assert sys.path == before
+    assert mc.vocab_size == 512 and mc.n_layers == 6 and mc.blocks == 4

@@ -26,6 +26,9 @@ from __future__ import annotations
 
 import functools
 import importlib
+import importlib.machinery
+import importlib.util
+import os
 import re
 import sys
 from dataclasses import dataclass
@@ -98,10 +101,8 @@ def _call_factory(spec: str):
     if not _SPEC.match(spec):
         raise ValueError(f"model.factory={spec!r} must be 'package.module:function'")
     mod_name, fn_name = spec.split(":")
-    if "" not in sys.path:  # a module beside the run, as `python -m` would find it
-        sys.path.insert(0, "")
     try:
-        mod = importlib.import_module(mod_name)
+        mod = _import(mod_name)
     except ImportError as e:
         raise ValueError(f"model.factory={spec!r}: cannot import {mod_name!r} ({e}); put it on "
                          "PYTHONPATH or in the current folder") from None
@@ -120,6 +121,25 @@ def _call_factory(spec: str):
         raise ValueError(f"model.factory={spec!r}: the model is a {type(model).__name__}, not "
                          "an nn.Module")
     return model, list(layers.items()) if isinstance(layers, dict) else list(layers)
+
+
+def _import(name: str):
+    """``importlib.import_module(name)``; a top-level package or module not on the path is
+    looked for in the current folder too (as ``python -m`` would find it; the console scripts
+    do not put the current folder on ``sys.path``, and nothing here changes it)."""
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as e:
+        top = name.split(".")[0]
+        if e.name != top:
+            raise
+        found = importlib.machinery.PathFinder.find_spec(top, [os.getcwd()])
+        if found is None:
+            raise
+        module = importlib.util.module_from_spec(found)
+        sys.modules[top] = module
+        found.loader.exec_module(module)
+        return importlib.import_module(name)
 
 
 def _attr(obj, *names):

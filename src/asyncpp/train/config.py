@@ -249,7 +249,7 @@ class Config:
     def model_config(self) -> ModelConfig:
         """The resolved model shape: the named config with this section's overrides, or the
         description of a model given by ``model.hf`` / ``model.factory``
-        (:class:`asyncpp.models.external.ExternalModelConfig`)."""
+        (``asyncpp.models.external.ExternalModelConfig``)."""
         over = {f.name: getattr(self.model, f.name) for f in dataclasses.fields(self.model)
                 if f.name not in ("name", *EXTERNAL) and getattr(self.model, f.name) is not None}
         ext = self.model.external

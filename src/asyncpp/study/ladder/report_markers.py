@@ -23,9 +23,9 @@ from . import protocol, stats
 from .ladder_verdicts import (
     MIN_SEEDS,
     PREREGISTERED_SEEDS,
-    _tiers,
     combine,
     evidence_of,
+    ladder_tiers,
     parts,
     protocol_evidence_of,
     protocol_verdict_of,
@@ -226,7 +226,7 @@ def _prednew(k: Key) -> str:
 
 def _predtier(k: Key) -> str:
     """The verdict of those of L's parts that name the key's tier (L1, L5: per size)."""
-    mine = [p for p in parts(k.args[0], _tiers()) if p.text.startswith(f"`{k.tier}`:")]
+    mine = [p for p in parts(k.args[0], ladder_tiers()) if p.text.startswith(f"`{k.tier}`:")]
     if not mine:
         raise KeyError(f"prediction {k.args[0]} has no part of its own on {k.tier}")
     return combine(mine)
