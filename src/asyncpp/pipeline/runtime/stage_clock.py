@@ -49,7 +49,7 @@ device would need CUDA events per action; nothing here adds a synchronisation.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 BUSY, COMM, WAIT, OTHER = "busy", "comm", "wait", "other"
@@ -89,13 +89,16 @@ class StageTimes:
 
 
 class StageClock:
-    """Charges a rank's time to (category, stage) as sections open and close."""
+    """Charges a rank's time to (category, stage) as sections open and close; ``now``
+    reads the time (seconds)."""
 
-    def __init__(self, stages: Iterable[int | None], warmup_steps: int = 1) -> None:
+    def __init__(self, stages: Iterable[int | None], warmup_steps: int = 1,
+                 now: Callable[[], float] = time.perf_counter) -> None:
         if not (isinstance(warmup_steps, int) and warmup_steps >= 0):
             raise ValueError(f"warmup_steps must be a non-negative integer, got {warmup_steps!r}")
         self.stages = list(stages)
         self.warmup_steps = warmup_steps
+        self.now = now
         self.steps = 0
         self._acc: dict[tuple[str, int | None], float] = {}
         self._warm: dict[tuple[str, int | None], float] | None = None
@@ -105,7 +108,7 @@ class StageClock:
     def start(self) -> None:
         """Begin charging (a ``run_steps`` call starts)."""
         self._stack.clear()
-        self._t = time.perf_counter()
+        self._t = self.now()
 
     def stop(self) -> None:
         """Stop charging (the call ended, normally or not); open sections are dropped."""
@@ -115,7 +118,7 @@ class StageClock:
         self._stack.clear()
 
     def _charge(self) -> None:
-        now = time.perf_counter()
+        now = self.now()
         key = self._stack[-1] if self._stack else (OTHER, None)
         self._acc[key] = self._acc.get(key, 0.0) + (now - self._t)
         self._t = now
@@ -146,11 +149,12 @@ class StageClock:
         """One :class:`StageTimes` per stage of the rank, over the steady window."""
         if self._t is not None:
             self._charge()
-        warm = self._warm if (self._warm is not None and self.steps > self.warmup_steps) \
-            else {}
+        excluded = self._warm is not None and self.steps > self.warmup_steps
+        warm = self._warm if excluded else {}
         win = {k: v - warm.get(k, 0.0) for k, v in self._acc.items()}
         wall = sum(win.values())
-        measured = self.steps - (self.warmup_steps if warm else 0)
+        skipped = self.warmup_steps if excluded else 0
+        measured = self.steps - skipped
         one = len(self.stages) == 1
 
         def own(kind: str, s) -> float:
@@ -161,6 +165,6 @@ class StageClock:
         for s in self.stages:
             other = sum((win.get((k, t), 0.0) for k in (BUSY, COMM)
                          for t in self.stages if t != s), 0.0)
-            out.append(StageTimes(s, measured, self.warmup_steps if warm else 0, wall,
+            out.append(StageTimes(s, measured, skipped, wall,
                                   own(BUSY, s), own(COMM, s), own(WAIT, s), other))
         return out

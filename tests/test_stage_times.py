@@ -1,0 +1,241 @@
+"""Where each stage's time goes, and every rank's memory, in ``summary.json`` and the closing
+lines.
+
+The clock (:mod:`asyncpp.pipeline.runtime.stage_clock`) against a plain interpreter of the
+same sections on a fake time source (hypothesis); then real 2-rank launches of the CLI, 1F1B
+and 2BW at the same m: every stage and rank reported, busy + comm + idle equal to the wall
+time, the wall time equal to the trainer's own step times, and 1F1B's flush bubble (which
+2BW does not have) visible as more idle time; and the one-process run's single entry.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from asyncpp.pipeline import steady_state_bubble
+from asyncpp.pipeline.launch import RankTimeout, run_ranks
+from asyncpp.pipeline.runtime.stage_clock import BUSY, COMM, OTHER, WAIT, StageClock
+from asyncpp.train import cli
+
+# -- the clock ------------------------------------------------------------------------------
+
+
+class FakeTime:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+
+def _ops(num_stages: int):
+    """A random section program: opens (kind or None, stage or None), closes, time passing
+    (multiples of 1/8 s: sums stay exact in float64), completed steps."""
+    stage = st.one_of(st.none(), st.integers(0, num_stages - 1))
+    kind = st.sampled_from([BUSY, COMM, WAIT, None])
+    return st.lists(st.one_of(st.tuples(st.just("push"), kind, stage),
+                              st.tuples(st.just("pop")),
+                              st.tuples(st.just("advance"), st.integers(0, 16)),
+                              st.tuples(st.just("step"))), max_size=60)
+
+
+def _interpret(ops, warmup: int):
+    """Each interval's seconds to the innermost open section's (kind, stage), inheriting an
+    unset kind or stage from the enclosing section; the warm-up's share subtracted when steps
+    beyond it completed."""
+    stack, acc, steps, warm = [], {}, 0, None
+    for op in ops:
+        if op[0] == "push":
+            top = stack[-1] if stack else (OTHER, None)
+            stack.append((op[1] or top[0], top[1] if op[2] is None else op[2]))
+        elif op[0] == "pop":
+            if stack:
+                stack.pop()
+        elif op[0] == "advance":
+            key = stack[-1] if stack else (OTHER, None)
+            acc[key] = acc.get(key, 0.0) + op[1] / 8
+        else:
+            steps += 1
+            if steps == warmup:
+                warm = dict(acc)
+    excluded = warm is not None and steps > warmup
+    warm = warm if excluded else {}
+    skipped = warmup if excluded else 0
+    return {k: v - warm.get(k, 0.0) for k, v in acc.items()}, steps - skipped, skipped
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data(), num_stages=st.integers(1, 3), warmup=st.integers(0, 2))
+def test_the_clock_charges_every_interval_to_the_innermost_section(data, num_stages, warmup):
+    ops = data.draw(_ops(num_stages))
+    fake = FakeTime()
+    clock = StageClock(range(num_stages), warmup_steps=warmup, now=fake.perf_counter)
+    clock.start()
+    for op in ops:
+        if op[0] == "push":
+            clock.push(op[1], op[2])
+        elif op[0] == "pop":
+            clock.pop()
+        elif op[0] == "advance":
+            fake.now += op[1] / 8
+        else:
+            clock.step_done()
+    want, measured, skipped = _interpret(ops, warmup)
+    wall = sum(want.values())
+    stages = list(range(num_stages))
+    for t in clock.report():
+        s = t.stage
+
+        def own(kind, s=s):  # one stage per rank: time outside any stage is the stage's
+            return want.get((kind, s), 0.0) + (want.get((kind, None), 0.0)
+                                               if num_stages == 1 else 0.0)
+
+        other = sum(want.get((k, u), 0.0) for k in (BUSY, COMM) for u in stages if u != s)
+        assert (t.steps, t.warmup_steps, t.wall_s, t.busy_s, t.comm_s, t.wait_s, t.other_s) \
+            == (measured, skipped, wall, own(BUSY), own(COMM), own(WAIT), other)
+        assert t.busy_s + t.comm_s + t.idle_s + t.other_s == pytest.approx(wall, abs=1e-12)
+        assert t.idle_s >= t.wait_s - 1e-12
+        d = t.to_dict()
+        if wall > 0 and num_stages == 1:
+            assert d["busy_share"] + d["comm_share"] + d["idle_share"] \
+                == pytest.approx(1.0, abs=1e-12)
+
+
+def test_the_clock_counts_only_while_running_and_excludes_the_warm_up():
+    fake = FakeTime()
+    clock = StageClock([3], now=fake.perf_counter)
+    clock.push(COMM)  # a wait outside run_steps (evaluation, checkpoint): not a step's time
+    fake.now += 5.0
+    clock.pop()
+    clock.start()
+    clock.push(BUSY, 3)
+    fake.now += 2.0  # step 1: warm-up
+    clock.pop()
+    clock.step_done()
+    fake.now += 0.5  # the caller's time between steps
+    clock.push(BUSY, 3)
+    fake.now += 1.0
+    clock.push(WAIT)  # nested: the stage's own wait
+    fake.now += 0.25
+    clock.pop()
+    clock.pop()
+    clock.step_done()
+    clock.stop()
+    fake.now += 7.0  # stopped: nothing is charged
+    (t,) = clock.report()
+    assert (t.stage, t.steps, t.warmup_steps) == (3, 1, 1)
+    assert (t.wall_s, t.busy_s, t.comm_s, t.wait_s, t.idle_s) == (1.75, 1.0, 0.0, 0.25, 0.75)
+    assert StageClock([0]).report()[0].steps == 0  # nothing run: an empty window
+
+
+# -- real runs ----------------------------------------------------------------------------------
+
+ARGS = ["--model.name", "tiny", "--model.dim", "128", "--model.ffn_dim", "512",
+        "--data.max_documents", "60", "--data.seq_len", "64", "--train.steps", "8",
+        "--train.batch_size", "8", "--pipeline.microbatches", "2", "--pipeline.stages", "2",
+        "--train.eval_every", "0", "--train.checkpoint_every", "0", "--train.eval_batches", "1",
+        "--run.threads", "1", "--log.progress", "false", "--log.plot", "false",
+        "--log.tensorboard", "off"]
+M, P, T = 2, 2, 8
+LINE = re.compile(r"^stage (\d) \(rank (\d)\): busy [\d.]+ %, comm [\d.]+ %, idle [\d.]+ % "
+                  r"\(waiting for a peer [\d.]+ %\) of [\d.]+ s over steps 2-8; "
+                  r"peak memory [\d,]+ MB$")
+
+
+def _env(cache: Path) -> dict:
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    return dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", ASYNCPP_CACHE=str(cache),
+                PYTHONPATH=src + os.pathsep + os.environ.get("PYTHONPATH", ""))
+
+
+@pytest.fixture(scope="module")
+def launches(tmp_path_factory):
+    root = tmp_path_factory.mktemp("stage_times")
+    out = {}
+    for schedule in ("1f1b", "2bw"):
+        run = root / schedule
+        logs = root / f"logs-{schedule}"
+        try:
+            codes = run_ranks([sys.executable, "-m", "asyncpp.train.cli", *ARGS,
+                               "--pipeline.schedule", schedule, "--run.dir", str(run)], 2, logs,
+                              deadline=180, env=_env(root / "cache"), log_name="rank{rank}.log")
+        except RankTimeout as e:
+            pytest.fail(str(e))
+        texts = [(logs / f"rank{r}.log").read_text() for r in range(2)]
+        for r, (rc, text) in enumerate(zip(codes, texts)):
+            assert rc == 0, f"{schedule} rank {r} failed:\n{text[-3000:]}"
+        out[schedule] = (json.loads((run / "summary.json").read_text()),
+                         [json.loads(ln) for ln in (run / "metrics.jsonl").read_text().splitlines()],
+                         texts)
+    return out
+
+
+@pytest.mark.multiprocess
+@pytest.mark.parametrize("schedule", ["1f1b", "2bw"])
+def test_every_stage_and_rank_is_reported_and_adds_up(launches, schedule):
+    summary, metrics, texts = launches[schedule]
+    stages = summary["stages"]
+    assert [(e["stage"], e["rank"], e["dp_rank"]) for e in stages] == [(0, 0, 0), (1, 1, 0)]
+    # the trainer's own clock: the steps after the first, on rank 0 (where they are timed)
+    trainer_s = sum(r["step_time_s"] for r in metrics[1:])
+    slowest = max(r["step_time_s"] for r in metrics)
+    for e in stages:
+        assert (e["steps"], e["warmup_steps"]) == (T - 1, 1)
+        # exact by construction (every interval charged once): float rounding only
+        assert e["busy_s"] + e["comm_s"] + e["idle_s"] == pytest.approx(e["wall_s"], rel=1e-9)
+        assert min(e["busy_s"], e["comm_s"], e["wait_s"]) > 0 and e["other_s"] == 0
+        assert e["wait_s"] <= e["idle_s"]
+        assert e["busy_share"] + e["comm_share"] + e["idle_share"] == pytest.approx(1, abs=1e-9)
+        # independent of the clock: the window of a rank spans the trainer's measured steps,
+        # shifted by at most one step (the last stage completes a step before the first)
+        assert abs(e["wall_s"] - trainer_s) <= 0.05 * trainer_s + slowest, (e, trainer_s)
+    ranks = summary["ranks"]
+    assert [(r["rank"], r["stages"], r["device"]) for r in ranks] == [(0, [0], "cpu"),
+                                                                      (1, [1], "cpu")]
+    # a process that imported torch and trained holds more than 100 MB resident
+    assert all(100 < r["peak_mem_mb"] < 8192 for r in ranks)
+    assert summary["peak_mem_mb"] == max(r["peak_mem_mb"] for r in ranks)
+    lines = [m.groups() for ln in texts[0].splitlines() if (m := LINE.match(ln))]
+    assert lines == [("0", "0"), ("1", "1")], texts[0][-2000:]
+    assert not any(LINE.match(ln) for ln in texts[1].splitlines())  # rank 0 prints them
+
+
+@pytest.mark.multiprocess
+def test_the_flush_bubble_of_1f1b_shows_as_idle_time(launches):
+    """1F1B drains the pipeline every step, (P − 1)/(m + P − 1) of it idle; 2BW streams
+    (no steady bubble). The measured idle share, averaged over the stages, differs by at
+    least a quarter of the simulator's difference (the rest is overhead the two share and
+    2BW's fill and drain inside the 7 measured steps)."""
+    predicted = steady_state_bubble("1f1b", P, M) - steady_state_bubble("2bw", P, M)
+    assert predicted == pytest.approx(1 / 3)
+
+    def idle(schedule):
+        stages = launches[schedule][0]["stages"]
+        return sum(e["idle_share"] for e in stages) / len(stages)
+
+    assert idle("1f1b") - idle("2bw") >= predicted / 4, (idle("1f1b"), idle("2bw"))
+
+
+def test_one_process_reports_one_entry_without_communication(tmp_path, capsys):
+    run = tmp_path / "run"
+    argv = [*ARGS, "--train.steps", "4", "--pipeline.schedule", "2bw", "--simulate",
+            "--data.cache_dir", str(tmp_path / "cache"), "--run.dir", str(run)]
+    assert cli.main(argv) == 0
+    out = capsys.readouterr().out
+    summary = json.loads((run / "summary.json").read_text())
+    (e,) = summary["stages"]
+    assert (e["stage"], e["rank"], e["steps"], e["warmup_steps"]) == (None, 0, 3, 1)
+    assert e["comm_s"] == e["wait_s"] == 0 and e["busy_s"] > 0
+    assert e["busy_s"] + e["idle_s"] == pytest.approx(e["wall_s"], rel=1e-9)
+    (r,) = summary["ranks"]
+    assert (r["rank"], r["stages"]) == (0, [0, 1]) and r["peak_mem_mb"] > 100
+    assert re.search(r"^one process \(all stages\): busy [\d.]+ %, idle [\d.]+ % of [\d.]+ s "
+                     r"over steps 2-4; peak memory [\d,]+ MB$", out, re.M), out
