@@ -172,9 +172,8 @@ def launches(tmp_path_factory):
         texts = [(logs / f"rank{r}.log").read_text() for r in range(2)]
         for r, (rc, text) in enumerate(zip(codes, texts)):
             assert rc == 0, f"{schedule} rank {r} failed:\n{text[-3000:]}"
-        out[schedule] = (json.loads((run / "summary.json").read_text()),
-                         [json.loads(ln) for ln in (run / "metrics.jsonl").read_text().splitlines()],
-                         texts)
+        metrics = [json.loads(ln) for ln in (run / "metrics.jsonl").read_text().splitlines()]
+        out[schedule] = (json.loads((run / "summary.json").read_text()), metrics, texts)
     return out
 
 

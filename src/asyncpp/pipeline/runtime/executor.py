@@ -37,9 +37,10 @@ equals the per-step-drain run bit for bit (tested).
 NCCL the data-parallel and tied-weight reductions read a has-gradient mask back to the host
 (one synchronisation per update when dp > 1 or weights are tied); nothing else does.
 
-**Where the time goes** (:mod:`asyncpp.pipeline.runtime.stage_clock`): each compute action is timed as its stage's
-busy time, the transport's posts and waits as communication or waiting for a peer;
-:meth:`PipelineExecutor.stage_times` reports the steady-state window of each stage.
+**Where the time goes** (:mod:`asyncpp.pipeline.runtime.stage_clock`): each compute action
+is timed as its stage's busy time, the transport's posts and waits as communication or waiting
+for a peer; :meth:`PipelineExecutor.stage_times` reports the steady-state window of each
+stage.
 """
 
 from __future__ import annotations

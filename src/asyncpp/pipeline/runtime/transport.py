@@ -11,8 +11,9 @@ over in memory, and each stream between two ranks (source stage, kind) has its o
 messages of different stage pairs between the same two ranks never match each other (gloo
 matches by tag; NCCL ignores tags, so several stages per rank need gloo).
 
-Time spent here is charged to the rank's :class:`~asyncpp.pipeline.runtime.stage_clock.StageClock`: posting and the
-waits for sends and collectives as communication, a blocked receive as waiting for the peer.
+Time spent here is charged to the rank's
+:class:`~asyncpp.pipeline.runtime.stage_clock.StageClock`: posting and the waits for sends and
+collectives as communication, a blocked receive as waiting for the peer.
 """
 
 from __future__ import annotations
