@@ -181,7 +181,8 @@ def launches(tmp_path_factory):
 @pytest.mark.parametrize("schedule", ["1f1b", "2bw"])
 def test_every_stage_and_rank_is_reported_and_adds_up(launches, schedule):
     summary, metrics, texts = launches[schedule]
-    stages = summary["stages"]
+    stages = summary["stage_times"]
+    assert summary["stages"] == P  # the layout's count, as before
     assert [(e["stage"], e["rank"], e["dp_rank"]) for e in stages] == [(0, 0, 0), (1, 1, 0)]
     # the trainer's own clock: the steps after the first, on rank 0 (where they are timed)
     trainer_s = sum(r["step_time_s"] for r in metrics[1:])
@@ -217,7 +218,7 @@ def test_the_flush_bubble_of_1f1b_shows_as_idle_time(launches):
     assert predicted == pytest.approx(1 / 3)
 
     def idle(schedule):
-        stages = launches[schedule][0]["stages"]
+        stages = launches[schedule][0]["stage_times"]
         return sum(e["idle_share"] for e in stages) / len(stages)
 
     assert idle("1f1b") - idle("2bw") >= predicted / 4, (idle("1f1b"), idle("2bw"))
@@ -230,7 +231,7 @@ def test_one_process_reports_one_entry_without_communication(tmp_path, capsys):
     assert cli.main(argv) == 0
     out = capsys.readouterr().out
     summary = json.loads((run / "summary.json").read_text())
-    (e,) = summary["stages"]
+    (e,) = summary["stage_times"]
     assert (e["stage"], e["rank"], e["steps"], e["warmup_steps"]) == (None, 0, 3, 1)
     assert e["comm_s"] == e["wait_s"] == 0 and e["busy_s"] > 0
     assert e["busy_s"] + e["idle_s"] == pytest.approx(e["wall_s"], rel=1e-9)

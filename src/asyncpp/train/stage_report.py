@@ -27,14 +27,14 @@ def rank_entry(rank: int, dp_rank: int, stages: Sequence[int], device: torch.dev
 
 
 def summary_sections(entries: Sequence[dict]) -> dict:
-    """``summary.json``'s ``stages`` (one entry per stage and rank, by stage then rank),
+    """``summary.json``'s ``stage_times`` (one entry per stage and rank, by stage then rank),
     ``ranks`` (memory of every rank) and ``peak_mem_mb`` (the largest of them)."""
     stages = [{"rank": e["rank"], "dp_rank": e["dp_rank"], **t}
               for e in entries for t in e["times"]]
     stages.sort(key=lambda d: (-1 if d["stage"] is None else d["stage"], d["rank"]))
     ranks = sorted(({k: e[k] for k in ("rank", "dp_rank", "stages", "device", "peak_mem_mb")}
                     for e in entries), key=lambda d: d["rank"])
-    return {"stages": [{"stage": d.pop("stage"), **d} for d in stages], "ranks": ranks,
+    return {"stage_times": [{"stage": d.pop("stage"), **d} for d in stages], "ranks": ranks,
             "peak_mem_mb": max(r["peak_mem_mb"] for r in ranks) if ranks else None}
 
 
@@ -43,7 +43,7 @@ def stage_lines(sections: dict, last_step: int) -> list[str]:
     at ``last_step``), and the rank's peak memory."""
     mem = {r["rank"]: r["peak_mem_mb"] for r in sections["ranks"]}
     lines = []
-    for d in sections["stages"]:
+    for d in sections["stage_times"]:
         who = ("one process (all stages)" if d["stage"] is None
                else f"stage {d['stage']} (rank {d['rank']})")
         if d["wall_s"] <= 0:

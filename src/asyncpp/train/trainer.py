@@ -93,7 +93,7 @@ class RunResult:
     mfu: float | None = None
     wall_s: float = 0.0
     stage_report: dict | None = None
-    """``stages`` (busy/comm/idle time per stage and rank), ``ranks`` (peak memory of every
+    """``stage_times`` (busy/comm/idle time per stage and rank), ``ranks`` (peak memory of every
     rank) and ``peak_mem_mb`` (:func:`~asyncpp.train.stage_report.summary_sections`) of a run
     that finished in this launch."""
     plot: Path | None = None

@@ -74,7 +74,7 @@ class StageTimes:
         return self.wall_s - self.busy_s - self.comm_s - self.other_s
 
     def to_dict(self) -> dict:
-        """The fields of ``summary.json``'s ``stages`` entries: seconds and shares of
+        """The fields of ``summary.json``'s ``stage_times`` entries: seconds and shares of
         ``wall_s``."""
         w = self.wall_s
 
