@@ -133,6 +133,7 @@ class StageClock:
         self._stack.append((kind or top[0], top[1] if stage is None else stage))
 
     def pop(self) -> None:
+        """Close the innermost open section."""
         if self._t is None or not self._stack:
             return
         self._charge()
