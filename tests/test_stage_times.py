@@ -2,10 +2,12 @@
 lines.
 
 The clock (:mod:`asyncpp.pipeline.runtime.stage_clock`) against a plain interpreter of the
-same sections on a fake time source (hypothesis); then real 2-rank launches of the CLI, 1F1B
-and 2BW at the same m: every stage and rank reported, busy + comm + idle equal to the wall
-time, the wall time equal to the trainer's own step times, and 1F1B's flush bubble (which
-2BW does not have) visible as more idle time; and the one-process run's single entry.
+same sections on a fake time source (hypothesis); the executor on 2 gloo ranks
+(``tests/stage_times_worker.py``): a stage made slower leaves its neighbour idle, two stages
+per rank share the rank's time; then real 2-rank launches of the CLI, 1F1B and 2BW at the
+same m: every stage and rank reported, busy + comm + idle equal to the wall time, the wall
+time equal to the trainer's own step times, and 1F1B's flush bubble (which 2BW does not have)
+visible as more idle time; and the one-process run's single entry.
 """
 
 from __future__ import annotations
@@ -19,9 +21,11 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from stage_times_worker import SLEEP_S, STEPS
+from stage_times_worker import M as WORKER_M
 
-from asyncpp.pipeline import steady_state_bubble
-from asyncpp.pipeline.launch import RankTimeout, run_ranks
+from asyncpp.pipeline import build, simulate, steady_state_bubble
+from asyncpp.pipeline.launch import RankTimeout, log_tail, run_ranks
 from asyncpp.pipeline.runtime.stage_clock import BUSY, COMM, OTHER, WAIT, StageClock
 from asyncpp.train import cli
 
@@ -136,6 +140,64 @@ def test_the_clock_counts_only_while_running_and_excludes_the_warm_up():
     assert StageClock([0]).report()[0].steps == 0  # nothing run: an empty window
 
 
+# -- the executor -------------------------------------------------------------------------------
+
+WORKER = Path(__file__).with_name("stage_times_worker.py")
+
+
+def _env(cache: Path) -> dict:
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    return dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", ASYNCPP_CACHE=str(cache),
+                PYTHONPATH=src + os.pathsep + os.environ.get("PYTHONPATH", ""))
+
+
+@pytest.fixture(scope="module")
+def executor_runs(tmp_path_factory):
+    outdir = tmp_path_factory.mktemp("stage_times_executor")
+    try:
+        run_ranks([sys.executable, str(WORKER), str(outdir)], 2, outdir, deadline=120,
+                  env=_env(outdir / "cache"))
+    except RankTimeout as e:
+        pytest.fail(str(e))
+    results = []
+    for r in range(2):
+        path = outdir / f"rank{r}.json"
+        if not path.exists():
+            pytest.fail(f"rank {r} wrote no result; its log ends with:\n{log_tail(outdir, r)}")
+        res = json.loads(path.read_text())
+        assert "crash" not in res, f"rank {r} crashed:\n{res['crash']}"
+        results.append(res)
+    return results
+
+
+@pytest.mark.multiprocess
+def test_a_slower_stage_leaves_its_neighbour_idle(executor_runs):
+    """The last stage sleeps in every forward; the first has almost nothing to compute. The
+    simulator with those costs predicts the idle shares; the measured difference is at least
+    half the predicted one."""
+    sim = simulate(build("2bw", 2, WORKER_M, STEPS), t_forward=[0.0, SLEEP_S], t_backward=0.0)
+    predicted = sim.utilisation[1] - sim.utilisation[0]
+    assert predicted > 0.9
+    (first,), (last,) = executor_runs[0]["slow"], executor_runs[1]["slow"]
+    assert (first["stage"], last["stage"], first["steps"]) == (0, 1, STEPS - 1)
+    assert first["idle_share"] - last["idle_share"] >= predicted / 2, (first, last)
+    assert first["wait_s"] >= 0.5 * first["idle_s"]  # the idle time is spent on receives
+
+
+@pytest.mark.multiprocess
+def test_two_stages_per_rank_share_the_rank_time(executor_runs):
+    for rank, res in enumerate(executor_runs):
+        a, b = res["looped"]
+        assert (a["stage"], b["stage"]) == (rank, rank + 2)
+        assert a["wall_s"] == b["wall_s"] > 0
+        for me, other in ((a, b), (b, a)):
+            assert me["steps"] == STEPS - 1 and me["busy_s"] > 0
+            assert me["other_s"] == pytest.approx(other["busy_s"] + other["comm_s"], rel=1e-12)
+            assert me["busy_s"] + me["comm_s"] + me["other_s"] + me["idle_s"] \
+                == pytest.approx(me["wall_s"], rel=1e-12)
+            assert me["idle_s"] >= me["wait_s"] >= 0
+
+
 # -- real runs ----------------------------------------------------------------------------------
 
 ARGS = ["--model.name", "tiny", "--model.dim", "128", "--model.ffn_dim", "512",
@@ -148,12 +210,6 @@ M, P, T = 2, 2, 8
 LINE = re.compile(r"^stage (\d) \(rank (\d)\): busy [\d.]+ %, comm [\d.]+ %, idle [\d.]+ % "
                   r"\(waiting for a peer [\d.]+ %\) of [\d.]+ s over steps 2-8; "
                   r"peak memory [\d,]+ MB$")
-
-
-def _env(cache: Path) -> dict:
-    src = str(Path(__file__).resolve().parents[1] / "src")
-    return dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", ASYNCPP_CACHE=str(cache),
-                PYTHONPATH=src + os.pathsep + os.environ.get("PYTHONPATH", ""))
 
 
 @pytest.fixture(scope="module")
