@@ -23,7 +23,7 @@ from torch import nn
 from asyncpp.pipeline import PipelineExecutor, PipelineTopology, init_distributed, looped_devices
 
 SLEEP_S = 0.03
-STEPS, M, ROWS, D = 8, 2, 4, 8
+STEPS, M, ROWS, D = 12, 2, 4, 8
 
 
 class Sleep(nn.Module):
