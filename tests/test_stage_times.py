@@ -26,7 +26,7 @@ from stage_times_worker import M as WORKER_M
 
 from asyncpp.pipeline import build, simulate, steady_state_bubble
 from asyncpp.pipeline.launch import RankTimeout, log_tail, run_ranks
-from asyncpp.pipeline.runtime.stage_clock import BUSY, COMM, OTHER, WAIT, StageClock
+from asyncpp.pipeline.runtime.stage_clock import BUSY, COMM, REST, WAIT, StageClock
 from asyncpp.train import cli
 
 # -- the clock ------------------------------------------------------------------------------
@@ -58,13 +58,13 @@ def _interpret(ops, warmup: int):
     stack, acc, steps, warm = [], {}, 0, None
     for op in ops:
         if op[0] == "push":
-            top = stack[-1] if stack else (OTHER, None)
+            top = stack[-1] if stack else (REST, None)
             stack.append((op[1] or top[0], top[1] if op[2] is None else op[2]))
         elif op[0] == "pop":
             if stack:
                 stack.pop()
         elif op[0] == "advance":
-            key = stack[-1] if stack else (OTHER, None)
+            key = stack[-1] if stack else (REST, None)
             acc[key] = acc.get(key, 0.0) + op[1] / 8
         else:
             steps += 1

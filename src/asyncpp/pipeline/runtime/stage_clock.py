@@ -3,24 +3,25 @@ r"""Where a rank's time goes while it runs steps, per stage: busy, communication
 Every moment inside :meth:`asyncpp.pipeline.PipelineExecutor.run_steps` is charged to exactly one
 category of one stage:
 
-- **busy**: a compute action of the stage — forward, backward (whole, input or weight half),
-  an update's launch and its application (also when applied while a receive is out);
+- **busy**: a compute action of the stage — forward (drawing its step's batch included),
+  backward (whole, input or weight half), an update's launch and its application (also when
+  applied while a receive is out);
 - **comm**: the rank's own communication — posting sends and receives, waiting for its sends
   to complete, and the collectives (data-parallel, tied-weight and gradient-norm all-reduces,
   the trainer's metrics exchange);
 - **wait**: blocked on a receive whose message has not arrived: the peer is still computing
   it — the pipeline's bubble, or a slower neighbour (the transfer itself is inside this time;
   on one host it is a small part of it);
-- **other**: the rest — the runtime's bookkeeping between actions, and the caller's work while
-  a completed step is handed to it (logging, metrics).
+- **rest**: everything else — the runtime's bookkeeping between actions, and the caller's work
+  while a completed step is handed to it (logging, metrics).
 
 Sections nest and the innermost open one takes the time (an update applied while a receive is
 out is busy; a collective waited inside an update is comm). Over the wall time :math:`W` of the
-measured window of stage s,
+measured window of stage s (one stage per rank),
 
 .. math::
     W = \text{busy}_s + \text{comm}_s + \text{idle}_s, \qquad
-    \text{idle}_s = \text{wait}_s + \text{other}_s,
+    \text{idle}_s = \text{wait}_s + \text{rest}_s,
 
 exactly, since every interval between two clock readings is charged once. A receive wait is
 idle, not communication: it measures time the stage had nothing to compute, which is what a
@@ -52,7 +53,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-BUSY, COMM, WAIT, OTHER = "busy", "comm", "wait", "other"
+BUSY, COMM, WAIT, REST = "busy", "comm", "wait", "rest"
 
 
 @dataclass(frozen=True)
@@ -119,7 +120,7 @@ class StageClock:
 
     def _charge(self) -> None:
         now = self.now()
-        key = self._stack[-1] if self._stack else (OTHER, None)
+        key = self._stack[-1] if self._stack else (REST, None)
         self._acc[key] = self._acc.get(key, 0.0) + (now - self._t)
         self._t = now
 
@@ -129,7 +130,7 @@ class StageClock:
         if self._t is None:
             return
         self._charge()
-        top = self._stack[-1] if self._stack else (OTHER, None)
+        top = self._stack[-1] if self._stack else (REST, None)
         self._stack.append((kind or top[0], top[1] if stage is None else stage))
 
     def pop(self) -> None:
