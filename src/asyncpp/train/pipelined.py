@@ -192,15 +192,21 @@ class PipelineBackend:
                                                                           self.world))
         s = topo.stage
         mc = cfg.model_config()
-        model = build_model(mc, device="meta")
-        stage = build_stage(model.pipeline_layers(), s, P,
-                            boundaries=pipeline_boundaries(mc.n_layers, P))
-        split_stage(model, s, P)  # the same sub-modules as `stage`, others dropped
-        model.to_empty(device=device)
-        if mc.tie_embeddings and model.tok_embeddings is not None and model.output is not None:
-            model.output.weight = model.tok_embeddings.weight  # to_empty unties
-        model.init_weights(cfg.run.seed)
-        model.set_aux_loss_scale(1.0 / (m // self.k))
+        if cfg.model.external is not None:
+            from .external_model import pipeline_stage
+
+            stage = pipeline_stage(mc, cfg.run.seed, s, P, device)
+        else:
+            model = build_model(mc, device="meta")
+            stage = build_stage(model.pipeline_layers(), s, P,
+                                boundaries=pipeline_boundaries(mc.n_layers, P))
+            split_stage(model, s, P)  # the same sub-modules as `stage`, others dropped
+            model.to_empty(device=device)
+            if mc.tie_embeddings and model.tok_embeddings is not None \
+                    and model.output is not None:
+                model.output.weight = model.tok_embeddings.weight  # to_empty unties
+            model.init_weights(cfg.run.seed)
+            model.set_aux_loss_scale(1.0 / (m // self.k))
         torch.manual_seed(cfg.run.seed)
         dp_group = topo.dp_group if dp > 1 else None
         self.dopt = dopt = build_stage_optimizer(cfg, stage.named_parameters(), s, device,
@@ -215,8 +221,8 @@ class PipelineBackend:
 
         def forward(module, weights, args):
             with autocast_context(cfg, device):
-                if last:  # the loss inside the (compiled) graph
-                    return lm_loss(functional_call(module, weights, args[:1]), args[1])
+                if last:  # the loss inside the (compiled) graph; args = (*inputs, targets)
+                    return lm_loss(functional_call(module, weights, args[:-1]), args[-1])
                 return functional_call(module, weights, args)
 
         self.ex = ex = PipelineExecutor(

@@ -81,10 +81,16 @@ class SimulationBackend:
         if cfg.run.threads:
             torch.set_num_threads(cfg.run.threads)
         mc = cfg.model_config()
-        self.model = model = build_model(mc, device=device, seed=cfg.run.seed)
-        torch.manual_seed(cfg.run.seed)
         P, m = cfg.pipeline.stages, cfg.pipeline.microbatches
-        named = stage_named_parameters(model, P)
+        if cfg.model.external is not None:
+            from .external_model import full_model, stage_groups
+
+            self.model = model = full_model(mc, cfg.run.seed, device)
+            named = stage_groups(mc, model, P)
+        else:
+            self.model = model = build_model(mc, device=device, seed=cfg.run.seed)
+            named = stage_named_parameters(model, P)
+        torch.manual_seed(cfg.run.seed)
         self.stage_params = [[p for _, p in group] for group in named]
         self.dopts = [build_stage_optimizer(cfg, group, s, device)
                       for s, group in enumerate(named)]
@@ -157,7 +163,8 @@ class SimulationBackend:
             sqs, skipped, spectral = [], False, []
             for group in groups:
                 n = len(group)
-                model.set_aux_loss_scale(1.0 / n)
+                if aux is not None:
+                    model.set_aux_loss_scale(1.0 / n)
                 for xm, ym in group:
                     lm = self.loss_of(xm, ym)
                     (lm / n).backward()
@@ -263,9 +270,15 @@ class SimulationBackend:
     def export(self):
         if not self.cfg.train.export:
             return None
-        from ..models.export import export_hf
-
         data = self.data
         eos = data.tokenizer.eos_id if data.tokenizer is not None else None
+        if self.cfg.model.external is not None:
+            from .external_model import export
+
+            return export(self.cfg.model_config(), self.model.state_dict(),
+                          self.cfg.run_dir / "export", tokenizer_file=data.tokenizer_file,
+                          eos_token_id=eos)
+        from ..models.export import export_hf
+
         return export_hf(self.model, self.cfg.run_dir / "export",
                          tokenizer_file=data.tokenizer_file, eos_token_id=eos)

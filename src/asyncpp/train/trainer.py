@@ -154,6 +154,10 @@ class Trainer:
                                              + "\n")
         if self.data is not None and self.data.tokenizer_file is not None:
             shutil.copyfile(self.data.tokenizer_file, run_dir / "tokenizer.json")
+        if self.cfg.model.hf:  # the model's shape as trained: export/eval from any folder
+            from .external_model import snapshot_hf_config
+
+            snapshot_hf_config(self.cfg.model.hf, run_dir)
 
     # -- the loop ------------------------------------------------------------------------------
     def run(self, resume: bool = False) -> RunResult:
