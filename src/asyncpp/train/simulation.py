@@ -21,9 +21,9 @@ so the two realise the same update rule. At the end of the run the pending gradi
 applied (:meth:`DelayedOptimizer.flush`), as a draining pipeline would, before the final
 validation. With ``run.compile`` the model *and the loss* are one compiled function.
 
-Time (``summary.json``'s ``stage_times``): one entry for the whole model, busy while a step computes
-(data, forward, backward, clipping, updates), idle while the trainer handles a completed step;
-no communication. The first step of the process is warm-up and excluded
+Time (``summary.json``'s ``stage_times``): one entry for the whole model, busy while a step
+computes (data, forward, backward, clipping, updates), idle while the trainer handles a
+completed step; no communication. The first step of the process is warm-up and excluded
 (:mod:`asyncpp.pipeline.runtime.stage_clock`).
 """
 
@@ -264,6 +264,7 @@ class SimulationBackend:
         return out
 
     def rank_reports(self) -> list[dict]:
+        """This process's memory and its one entry of time (stage ``None``: all stages)."""
         return [rank_entry(0, 0, list(range(self.cfg.pipeline.stages)), self.device,
                            self.clock.report())]
 
