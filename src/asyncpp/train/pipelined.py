@@ -19,7 +19,9 @@ norm over all stages (one asynchronous scalar all-reduce per update); ``stage``:
 own. Validation runs on the weights the next step reads (the simulation's weights at that
 point); the final one on the newest weights (the simulation's after ``flush``).
 
-Outputs: rank 0 writes the run directory and shows the progress bar; every rank writes its
+Outputs: rank 0 writes the run directory and shows the progress bar (``summary.json`` holds
+every rank's peak memory and each stage's busy, communication and idle time, gathered from the
+executors' clocks at the end, :mod:`asyncpp.train.stage_report`); every rank writes its
 checkpoint shard ``checkpoints/step-N.shards/rank-R.pt`` (``PipelineExecutor.state_dict()``:
 every live weight version, optimizer + delay/EF state; data position; RNG), committed by rank 0
 writing the manifest ``checkpoints/step-N.pt`` after all shards are on disk (all files
@@ -60,6 +62,7 @@ from .components import (
     validation_set,
 )
 from .config import Config, ConfigError
+from .stage_report import rank_entry
 from .steps import Prefetcher, StepOut
 
 
@@ -394,6 +397,14 @@ class PipelineBackend:
         cfg = self.cfg
         return {"world_size": self.world, "stages": cfg.pipeline.stages, "dp": self.dp,
                 **(self.meter.summary() if self.meter is not None else {})}
+
+    def rank_reports(self) -> list[dict]:
+        """Collective on the CPU group: every rank's memory and stage times."""
+        t = self.topo
+        mine = rank_entry(self.rank, t.dp_rank, [t.stage], self.device, self.ex.stage_times())
+        everyone: list = [None] * self.world
+        dist.all_gather_object(everyone, mine, group=self.ctrl)
+        return everyone
 
     def export(self):
         return None

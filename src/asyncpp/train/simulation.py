@@ -20,6 +20,11 @@ with its own optimizer — exactly what every rank of the pipeline executor buil
 so the two realise the same update rule. At the end of the run the pending gradients are
 applied (:meth:`DelayedOptimizer.flush`), as a draining pipeline would, before the final
 validation. With ``run.compile`` the model *and the loss* are one compiled function.
+
+Time (``summary.json``'s ``stage_times``): one entry for the whole model, busy while a step
+computes (data, forward, backward, clipping, updates), idle while the trainer handles a
+completed step; no communication. The first step of the process is warm-up and excluded
+(:mod:`asyncpp.pipeline.runtime.stage_clock`).
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from ..delay import DriftMeter
 from ..delay.drift import SpectralDrift, applied_lr
 from ..models import build_model, stage_named_parameters
 from ..optim import clip_coefficient, scale_, squared_norm
+from ..pipeline.runtime.stage_clock import BUSY, StageClock
 from . import checkpoint as ckpt_io
 from .components import (
     Evaluation,
@@ -43,6 +49,7 @@ from .components import (
     to_device,
 )
 from .config import Config
+from .stage_report import rank_entry
 from .steps import Prefetcher, StepOut
 
 
@@ -60,6 +67,7 @@ class SimulationBackend:
         self.meter = None
         self.spectral: list[SpectralDrift] = []
         self.valid = ckpt_io.ValidSteps()  # retention's memo of resumable checkpoints
+        self.clock = StageClock([None])
 
     def barrier(self) -> None:
         pass
@@ -127,13 +135,21 @@ class SimulationBackend:
         self._end = min(self._end, step + 1)
 
     def run(self, first: int, num_steps: int):
-        cfg, model = self.cfg, self.model
+        self._end = first + num_steps
+        self.clock.start()
+        try:
+            yield from self._steps(first)
+        finally:
+            self.clock.stop()
+
+    def _steps(self, first: int):
+        cfg, model, clock = self.cfg, self.model, self.clock
         m, k = cfg.pipeline.microbatches, self.k
         clip, scope = cfg.train.grad_clip, cfg.train.clip_scope
         skip_nonfinite = cfg.train.on_nonfinite == "skip"
-        self._end = first + num_steps
         t = first
         while t < self._end:
+            clock.push(BUSY)
             factor = lr_at(cfg, t)
             for d in self.dopts:
                 apply_lr(d.optimizer, cfg, factor)
@@ -183,6 +199,8 @@ class SimulationBackend:
                 self.finish()
             drift = self.meter.collect(self.dopts) if self.meter is not None else []
             self.next_step = t + 1
+            clock.pop()
+            clock.step_done()
             yield StepOut(t, loss, torch.stack(sqs), aux, drift, skipped, spectral)
             t += 1
 
@@ -244,6 +262,11 @@ class SimulationBackend:
             out["spectral_drift_mean"] = sum(series) / len(series) if series else None
             out["spectral_drift_mean_second_half"] = sum(half) / len(half) if half else None
         return out
+
+    def rank_reports(self) -> list[dict]:
+        """This process's memory and its one entry of time (stage ``None``: all stages)."""
+        return [rank_entry(0, 0, list(range(self.cfg.pipeline.stages)), self.device,
+                           self.clock.report())]
 
     def export(self):
         if not self.cfg.train.export:

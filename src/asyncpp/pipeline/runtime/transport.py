@@ -11,6 +11,10 @@ one buffer (:mod:`.messages`). When a rank holds several stages, a message betwe
 of one rank is handed over in memory, and each stream between two ranks (source stage, kind)
 has its own tag, so messages of different stage pairs between the same two ranks never match
 each other (gloo matches by tag; NCCL ignores tags, so several stages per rank need gloo).
+
+Time spent here is charged to the rank's
+:class:`~asyncpp.pipeline.runtime.stage_clock.StageClock`: posting and the waits for sends and
+collectives as communication, a blocked receive as waiting for the peer.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from ..actions import ACTIVATION, Send, to_str
 from . import messages
 from .errors import PipelineError
 from .messages import Layout
+from .stage_clock import COMM, WAIT, StageClock
 
 _DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64,
            torch.int32, torch.bool, torch.uint8, torch.int8, torch.int16]
@@ -53,10 +58,11 @@ class Transport:
     """Point-to-point messages and waits of one rank.
 
     ``stage_rank[s]``: the global rank running stage s; ``local``: the stages this rank runs
-    (a message between two of them never leaves the process)."""
+    (a message between two of them never leaves the process); ``clock``: where the time of
+    posts and waits is charged (default: a clock nobody reads)."""
 
     def __init__(self, topo, timeout: float, device: torch.device, stage_rank: list[int],
-                 local: set[int], tagged: bool) -> None:
+                 local: set[int], tagged: bool, clock: StageClock | None = None) -> None:
         self.topo = topo
         self.timeout = timeout
         self.device = device
@@ -64,6 +70,7 @@ class Transport:
         self.local = local
         self.tagged = tagged
         self.meta: dict[int, Layout] = {}
+        self.clock = clock if clock is not None else StageClock(sorted(local))
         self.begin_call()
 
     def begin_call(self) -> None:
@@ -72,16 +79,20 @@ class Transport:
         self.header_recvd: set[int] = set()
 
     # -- waits -----------------------------------------------------------------------------
-    def wait(self, work, what: str, peer=None) -> None:
+    def wait(self, work, what: str, peer=None, kind: str = COMM) -> None:
         """Wait for ``work`` (a ``torch.distributed`` work handle) up to the timeout;
         :class:`PipelineError` naming this rank, ``what`` and ``peer`` (a rank, or the list of
-        ranks a collective waits for) if it does not finish."""
+        ranks a collective waits for) if it does not finish. The time is charged as ``kind``
+        (``WAIT`` for a receive: the peer's message is not there yet)."""
         if work is None:
             return
+        self.clock.push(kind)
         try:
             ok = work.wait(timeout=timedelta(seconds=self.timeout))
         except Exception as e:  # gloo/NCCL report timeouts and closed peers as RuntimeError
             raise self.error(what, peer, e) from e
+        finally:
+            self.clock.pop()
         if ok is False:
             raise self.error(what, peer, "timed out")
 
@@ -115,10 +126,13 @@ class Transport:
         g = self.topo.pp_group
         p2p = [dist.P2POp(dist.isend if op == "send" else dist.irecv, tensor, peer, g, tag)
                for op, tensor, peer, tag in ops]
+        self.clock.push(COMM)
         try:
             return dist.batch_isend_irecv(p2p)
         except Exception as e:
             raise self.error("posting sends/receives", ops[0][2], e) from e
+        finally:
+            self.clock.pop()
 
     def _header(self, layout: Layout) -> Tensor:
         if len(layout.parts) > _MAX_PARTS:
@@ -174,7 +188,7 @@ class Transport:
         if len(works) != len(ops):
             # A coalesced batch (NCCL): one handle for all; wait for it now.
             for w in works:
-                self.wait(w, "a batched pipeline exchange", sorted({o[2] for o in ops}))
+                self.wait(w, "a batched pipeline exchange", sorted({o[2] for o in ops}), WAIT)
             works = [None] * len(ops)
         self.send_works.append(([w for (op, *_), w in zip(ops, works) if op == "send"],
                                 [o[1] for o in ops if o[0] == "send"],
@@ -217,7 +231,7 @@ class Transport:
     def communicate_header(self, a, peer: int, tag: int) -> None:
         hdr = torch.empty(_HEADER, dtype=torch.int64, device=self.device)
         for w in self.post([("recv", hdr, peer, tag)]):
-            self.wait(w, f"the activation header for {to_str(a)}", peer)
+            self.wait(w, f"the activation header for {to_str(a)}", peer, WAIT)
         h = hdr.tolist()
         parts, keys = [], []
         if h[0] in (0, 1, 2) and 1 <= h[1] <= _MAX_PARTS:
@@ -237,7 +251,7 @@ class Transport:
         """Wait for a receive posted by :meth:`post_recv` and hand its message to the stage."""
         buf, work = posted
         self.wait(work, f"the {a.kind} of step {a.step} microbatch {a.mb} ({to_str(a)})",
-                  self.stage_rank[a.peer])
+                  self.stage_rank[a.peer], WAIT)
         ctx = contexts[a.stage]
         peer, tag = self.stage_rank[a.peer], self._tag(a.peer, a.kind)
         ctx.in_msgs[(a.kind, a.step, a.mb)] = messages.unpack(
