@@ -44,6 +44,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..data.cache import atomic_write
 from . import checkpoint as ckpt_io
 from .components import (
     Evaluation,
@@ -403,7 +404,8 @@ class Trainer:
             summary.update(final_val_loss_by_source=ev.by_source, final_val_loss_by_kind=ev.by_kind,
                            final_val_windows=ev.windows, final_val_tokens=ev.tokens,
                            final_val_full_split=ev.full, final_val_loss_sample=ev.sample_loss)
-        (cfg.run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        text = (json.dumps(summary, indent=2) + "\n").encode()
+        atomic_write(cfg.run_dir / "summary.json", lambda f: f.write(text))  # never half-written
         r.export = be.export()
         if cfg.log.plot:
             try:
