@@ -39,16 +39,12 @@ class RestoredRun:
     ranks: int  # processes that wrote the checkpoint (1: a one-process run)
 
 
-def _shard_path(run_dir: Path, step: int, rank: int) -> Path:
-    return ckpt_io.checkpoint_dir(run_dir) / f"step-{step:08d}.shards" / f"rank-{rank:05d}.pt"
-
-
 def merged_weights(run_dir: Path, step: int, layout: dict) -> dict[str, torch.Tensor]:
     """The newest weights of every stage of replica 0 of a torchrun checkpoint, merged by
     full-model name; ``ValueError`` naming the shard that is missing, damaged or foreign."""
     merged: dict[str, torch.Tensor] = {}
     for rank in range(int(layout["world_size"])):
-        path = _shard_path(run_dir, step, rank)
+        path = ckpt_io.shard_path(run_dir, step, rank)
         if not path.is_file():
             raise ValueError(f"checkpoint of step {step} lacks the shard {str(path)!r}")
         shard = ckpt_io.load_checkpoint(path)

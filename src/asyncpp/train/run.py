@@ -144,37 +144,56 @@ def check_same_config(cfg: Config) -> None:
 
 def complete_checkpoint(cfg: Config, manifest: dict, notes: list[str]) -> dict:
     """Collective: the manifest of the newest checkpoint, at or before ``manifest``'s step,
-    whose manifest and whose shards on every rank load and pass their checksums. Each newer
-    one skipped adds a note to ``notes`` naming it, the rank and why; nothing is deleted.
-    ``ConfigError`` if none is complete."""
+    that every rank can resume: written by this launch's layout, its manifest and each rank's
+    own shard load and pass their checksums; written by another layout
+    (:mod:`asyncpp.train.layouts`), the change is allowed and every rank reads the whole
+    checkpoint (``"shards"``; marked ``"resharded_from"``). Each newer one skipped adds a note
+    to ``notes`` naming it, the rank and why; nothing is deleted. ``ConfigError`` if none can
+    be resumed."""
     import torch.distributed as dist
 
     from . import checkpoint as ckpt_io
-    from .pipelined import shard_dir
+    from .config import from_dict
+    from .layouts import change_error, checkpoint_layout
+    from .pipelined import launch_layout
 
     rank, world = dist.get_rank(), dist.get_world_size()
+    here = launch_layout(cfg, world)
     newest = int(manifest["step"])
     found = [(s, p) for s, p in ckpt_io.list_checkpoints(cfg.run_dir) if s <= newest]
     faults = []
     for step, path in reversed(found):
         mine, m = None, manifest
-        where = shard_dir(cfg.run_dir, step) / f"rank-{rank:05d}.pt"
+        where = ckpt_io.shard_path(cfg.run_dir, step, rank)
         try:
             if step != newest:
                 m = ckpt_io.load_checkpoint(path)
-            if not where.is_file():
-                raise FileNotFoundError(f"{str(where)!r} is missing")
-            shard = ckpt_io.load_checkpoint(where)
-            if int(shard["step"]) != step:
-                raise ValueError(f"{str(where)!r} holds step {shard['step']}, not {step}")
+            old = checkpoint_layout(m)
+            if old == here:
+                if not where.is_file():
+                    raise FileNotFoundError(f"{str(where)!r} is missing")
+                shard = ckpt_io.load_checkpoint(where)
+                if int(shard["step"]) != step:
+                    raise ValueError(f"{str(where)!r} holds step {shard['step']}, not {step}")
+            else:
+                err = change_error(from_dict(m["config"]), cfg, old, here, step)
+                if err:
+                    raise ValueError(err)
+                if old.distributed:
+                    m["shards"] = ckpt_io.load_shards(cfg.run_dir, step, old.processes)
+                m["resharded_from"] = str(old)
         except (ValueError, KeyError, OSError) as e:  # OSError: the shard is missing
-            failed = where if str(where) in str(e) else path
+            failed = next((f for f in (where, *ckpt_io.shard_dir(cfg.run_dir, step).glob("*"))
+                           if str(f) in str(e)), path)
             mine = f"{failed.name} {ckpt_io.fault_text(str(e), failed)}"
         everyone: list = [None] * world
         dist.all_gather_object(everyone, mine)
         bad = [(r, e) for r, e in enumerate(everyone) if e]
         if not bad:
             notes.extend(f"{f}; resuming from {path.name}" for f in faults)
+            if m.get("resharded_from"):
+                notes.append(f"the checkpoint of step {step} was written by "
+                             f"{m['resharded_from']}; resuming it in {here}")
             m.pop("skipped", None)
             return m
         r, why = bad[0]

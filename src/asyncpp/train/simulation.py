@@ -32,6 +32,7 @@ from ..delay.drift import SpectralDrift, applied_lr
 from ..models import build_model, stage_named_parameters
 from ..optim import clip_coefficient, scale_, squared_norm
 from . import checkpoint as ckpt_io
+from . import reshard
 from .components import (
     Evaluation,
     apply_lr,
@@ -42,7 +43,7 @@ from .components import (
     lr_at,
     to_device,
 )
-from .config import Config
+from .config import Config, from_dict
 from .steps import Prefetcher, StepOut
 
 
@@ -88,7 +89,15 @@ class SimulationBackend:
             self.spectral = [SpectralDrift(lambda g, p, d=d: applied_lr(d.param_groups[g], p))
                              for d in self.dopts]
         start = 0
-        if ckpt is not None:
+        self.ahead: dict[int, dict] = {}
+        if ckpt is not None and ckpt.get("resharded_from"):
+            state = reshard.from_checkpoint(ckpt, from_dict(ckpt["config"]))
+            self.ahead = reshard.load_into_simulation(self, state)
+            self.sampler.load_state_dict(state.sampler)
+            ckpt_io.set_rng_state(state.rng)
+            start = state.step
+            self.valid.add(start)
+        elif ckpt is not None:
             model.load_state_dict(ckpt["model"])
             for d, state in zip(self.dopts, ckpt["optimizers"]):
                 d.load_state_dict(to_device(state, device))
@@ -165,9 +174,15 @@ class SimulationBackend:
                         if scope == "global" else [clip_coefficient(q, clip) for q in stage_sq]
                     for ps, c in zip(self.stage_params, coefs):
                         scale_([p.grad for p in ps], c)
-                for d in self.dopts:
+                # A resume from the applied form (asyncpp.train.reshard): the master replaces
+                # the weights once, before a synchronous step, after a delaying one.
+                for s, d in enumerate(self.dopts):
+                    if self.ahead.get(s) and d.delay_at(d.step_count) == 0:
+                        self._install_ahead(s)
                     d.step()
                     d.zero_grad(set_to_none=True)
+                    if self.ahead.get(s):
+                        self._install_ahead(s)
                 if self.spectral:
                     got = [sp.observe(d) for sp, d in zip(self.spectral, self.dopts)]
                     if all(v is not None for v in got):
@@ -178,6 +193,11 @@ class SimulationBackend:
             self.next_step = t + 1
             yield StepOut(t, loss, torch.stack(sqs), aux, drift, skipped, spectral)
             t += 1
+
+    @torch.no_grad()
+    def _install_ahead(self, stage: int) -> None:
+        for p, w in self.ahead.pop(stage).items():
+            p.copy_(w)
 
     # -- metrics -----------------------------------------------------------------------------
     def post(self, outs: list[StepOut], stop: bool):
