@@ -4,13 +4,17 @@
 A checkpoint is one file ``checkpoints/step-NNNNNNNN.pt`` holding a dict of tensors and plain
 containers: ``format``, ``step``, ``config`` (the resolved config as a dict), ``model``,
 ``optimizers`` (one ``DelayedOptimizer.state_dict()`` per stage: wrapped optimizer state,
-pending gradient queue, EF memory, step counter), ``sampler`` (data position), ``rng``.
+pending gradient queue, EF memory, step counter), ``sampler`` (data position), ``rng``. A
+``torchrun`` launch writes that file as a manifest (its ``distributed`` layout) and one shard
+per rank, ``step-NNNNNNNN.shards/rank-RRRRR.pt`` (:func:`shard_path`); either resumes in any
+layout :mod:`asyncpp.train.layouts` allows.
 
 Retention (``stale_checkpoints``): after writing step t, walking down from t, the newest
-``keep`` *valid* checkpoints at or below t are kept — step t first, counted once however often
-it is written — and only checkpoints older than the oldest kept one are deleted. A checkpoint
-above t (a damaged newer one skipped on resume) or a damaged one between kept ones is never
-counted and never deleted, so retention cannot leave a run without a loadable checkpoint.
+``keep`` *valid* (:func:`is_complete`) checkpoints at or below t are kept — step t first,
+counted once however often it is written — and only checkpoints older than the oldest kept one
+are deleted. A checkpoint above t (a damaged newer one skipped on resume) or a damaged one
+between kept ones is never counted and never deleted, so retention cannot leave a run without a
+loadable checkpoint.
 Resuming reads the newest checkpoint that loads and passes its checksum
 (:func:`load_newest_valid`); a damaged newer one is skipped with a note naming it and why, and
 left on disk. Temporary files of a write that was killed (``.step-N.pt.*.tmp``) are removed

@@ -24,7 +24,9 @@ checkpoint shard ``checkpoints/step-N.shards/rank-R.pt`` (``PipelineExecutor.sta
 every live weight version, optimizer + delay/EF state; data position; RNG), committed by rank 0
 writing the manifest ``checkpoints/step-N.pt`` after all shards are on disk (all files
 atomic). Checkpoints are taken at drains (the pipeline is quiet: no in-flight microbatch, no
-queued update), so resuming is bit-exact.
+queued update), so resuming is bit-exact. A checkpoint written by another layout (one process,
+or another world size or P) is read by full-model parameter names where
+:func:`asyncpp.train.layouts.change_error` allows it (:mod:`asyncpp.train.reshard`).
 
 Compile: with ``run.compile`` each rank compiles its stage's forward (``functional_call`` over
 the version's weights; the last stage's includes the loss), so the graph does not depend on

@@ -7,9 +7,10 @@ Start-up of a rank, in order: join the process group; compare the resolved confi
 every rank (a difference stops every rank with one line per differing key,
 :func:`~asyncpp.train.config.rank_differences`); prepare the data; on resume, pick the newest
 checkpoint whose manifest and every rank's shard pass their checksums (a newer damaged one is
-skipped with a note, never deleted); build the stage. A peer that dies or stalls in any of
-these collectives ends the set-up with one line naming the phase and the peer
-(:func:`~asyncpp.pipeline.topology.setup_phase`).
+skipped with a note, never deleted) — or, written by another layout, whose change
+:func:`~asyncpp.train.layouts.change_error` allows and whose every file loads; build the stage.
+A peer that dies or stalls in any of these collectives ends the set-up with one line naming the
+phase and the peer (:func:`~asyncpp.pipeline.topology.setup_phase`).
 """
 
 from __future__ import annotations

@@ -20,6 +20,11 @@ with its own optimizer — exactly what every rank of the pipeline executor buil
 so the two realise the same update rule. At the end of the run the pending gradients are
 applied (:meth:`DelayedOptimizer.flush`), as a draining pipeline would, before the final
 validation. With ``run.compile`` the model *and the loss* are one compiled function.
+
+Resuming a ``torchrun`` checkpoint (:mod:`asyncpp.train.reshard`): it holds the last update
+already applied, so step S runs on the older version :math:`x_S` and the newer
+:math:`x_{S+1}` then replaces the weights (before the step where it is synchronous), after
+which the queue holds :math:`g_S` as if this process had run from the start.
 """
 
 from __future__ import annotations
