@@ -147,27 +147,38 @@ def _snapshot(folder: Path) -> dict[str, tuple]:
 
 
 REFUSED = [
-    (["--pipeline.schedule", "pipedream", "--model.tie_embeddings", "false"],
-     ["--pipeline.stages", "4"], 1,
-     "pipeline.schedule='pipedream' delays stage s of P by P−1−s updates"),
-    (["--pipeline.schedule", "pipedream", "--model.tie_embeddings", "false"], [], 2,
-     "pipedream keeps one weight version per microbatch in flight"),
-    (["--train.clip_scope", "stage"], ["--pipeline.stages", "1"], 1,
-     "train.clip_scope='stage' clips each stage by its own gradient norm"),
-    (["--delay.track_updates", "true"], ["--pipeline.stages", "1"], 1,
-     "delay.track_updates keeps its drift statistics per stage optimizer"),
+    pytest.param(["--pipeline.schedule", "pipedream", "--model.tie_embeddings", "false"],
+                 ["--pipeline.stages", "4"], 1,
+                 "pipeline.schedule='pipedream' delays stage s of P by P−1−s updates",
+                 id="pipedream-P"),
+    pytest.param(["--pipeline.schedule", "pipedream", "--model.tie_embeddings", "false"], [], 2,
+                 "pipedream keeps one weight version per microbatch in flight",
+                 id="pipedream-torchrun", marks=pytest.mark.multiprocess),
+    pytest.param(["--train.clip_scope", "stage"], ["--pipeline.stages", "1"], 1,
+                 "train.clip_scope='stage' clips each stage by its own gradient norm",
+                 id="stage-clip"),
+    pytest.param(["--delay.track_updates", "true"], ["--pipeline.stages", "1"], 1,
+                 "delay.track_updates keeps its drift statistics per stage optimizer",
+                 id="tracking"),
 ]
 
 
-@pytest.mark.multiprocess
-@pytest.mark.parametrize("setting,change,ranks,reason", REFUSED,
-                         ids=["pipedream-P", "pipedream-torchrun", "stage-clip", "tracking"])
+@pytest.mark.parametrize("setting,change,ranks,reason", REFUSED)
 def test_a_change_of_layout_that_changes_the_algorithm_is_refused_with_nothing_written(
-        tmp_path, setting, change, ranks, reason):
-    base = [*ARGS, *setting, "--train.steps", "4", "--train.eval_every", "0"]
-    ok(train(tmp_path, "run", *base, "--simulate", "--train.stop_after", "1"))
+        tmp_path, monkeypatch, capsys, setting, change, ranks, reason):
+    from asyncpp.train import cli
+
+    base = [*ARGS, *setting, "--train.steps", "4", "--train.eval_every", "0",
+            "--run.dir", str(tmp_path / "run")]
+    monkeypatch.setenv("ASYNCPP_CACHE", str(tmp_path / "cache"))
+    assert cli.main([*base, "--simulate", "--train.stop_after", "1"]) == 0
+    capsys.readouterr()
     before = _snapshot(tmp_path / "run")
-    out = train(tmp_path, "run", *base, "--resume", *change, ranks=ranks)
+    if ranks == 1:  # in this process: the refusal comes before any training
+        code = cli.main([*base, "--resume", *change])
+        out = [(code, capsys.readouterr().err)]
+    else:
+        out = train(tmp_path, "run", *base, "--resume", *change, ranks=ranks)
     for rc, text in out:
         errors = [ln for ln in text.splitlines() if "error:" in ln]
         assert rc == 2 and len(errors) == 1 and "Traceback" not in text, text[-3000:]
