@@ -113,6 +113,8 @@ def from_simulation(ckpt: dict, saved: Config) -> NamedState:
     for s, (group, dstate) in enumerate(zip(groups, ckpt["optimizers"])):
         for n, _ in group:
             state.read[n] = ckpt["model"][n]
+            if n in ckpt.get("ahead", {}):  # saved before the simulation installed it
+                state.master[n] = ckpt["ahead"][n]
         _collect(state, dstate, optimizer_names(saved, group, s), delay_state=True)
     return state
 

@@ -95,9 +95,14 @@ class SimulationBackend:
                              for d in self.dopts]
         start = 0
         self.ahead: dict[int, dict] = {}
-        if ckpt is not None and ckpt.get("resharded_from"):
+        if ckpt is not None and (ckpt.get("resharded_from") or "ahead" in ckpt):
+            # another layout's checkpoint, or this one's saved before its master was installed
             state = reshard.from_checkpoint(ckpt, from_dict(ckpt["config"]))
             self.ahead = reshard.load_into_simulation(self, state)
+            if self.meter is not None:  # only in the layout that wrote it (train.layouts)
+                self.meter.load_state_dict(ckpt["drift"])
+            for sp, d, st in zip(self.spectral, self.dopts, ckpt.get("spectral", [])):
+                sp.load_state_dict(st, d)
             self.sampler.load_state_dict(state.sampler)
             ckpt_io.set_rng_state(state.rng)
             start = state.step
@@ -204,6 +209,10 @@ class SimulationBackend:
         for p, w in self.ahead.pop(stage).items():
             p.copy_(w)
 
+    def _ahead_by_name(self) -> dict:
+        name_of = {id(p): n for n, p in self.model.named_parameters()}
+        return {name_of[id(p)]: w for ws in self.ahead.values() for p, w in ws.items()}
+
     # -- metrics -----------------------------------------------------------------------------
     def post(self, outs: list[StepOut], stop: bool):
         return outs, stop
@@ -246,6 +255,9 @@ class SimulationBackend:
             "step": step, "config": config, "model": self.model.state_dict(),
             "optimizers": [d.state_dict() for d in self.dopts],
             "sampler": self.batches.state_dict(), "rng": ckpt_io.rng_state(),
+            # a master not installed yet (every step since a resume from the applied form
+            # was skipped as non-finite): saved, so the checkpoint still holds it
+            **({"ahead": self._ahead_by_name()} if any(self.ahead.values()) else {}),
             **({"drift": self.meter.state_dict()} if self.meter is not None else {}),
             **({"spectral": [sp.state_dict(d) for sp, d in zip(self.spectral, self.dopts)]}
                if self.spectral else {})},
