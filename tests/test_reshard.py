@@ -216,6 +216,25 @@ def test_a_change_of_layout_that_changes_the_algorithm_is_refused_with_nothing_w
     assert _snapshot(tmp_path / "run") == before
 
 
+def test_another_microbatch_count_resumes_to_float32_rounding(tmp_path, monkeypatch, capsys):
+    """P = 2, m = 2 resumed at P = 1, m = 4: the same mean gradient over the same batch, its sum
+    rounded in another order (float32: a few ulps per step)."""
+    from asyncpp.train import cli
+
+    monkeypatch.setenv("ASYNCPP_CACHE", str(tmp_path / "cache"))
+    base = [*ARGS, "--pipeline.microbatches", "2", "--train.eval_every", "0", "--simulate"]
+    assert cli.main([*base, "--run.dir", str(tmp_path / "whole")]) == 0
+    fork(tmp_path, "whole", "part")
+    capsys.readouterr()
+    assert cli.main([*base, "--resume", "--pipeline.stages", "1", "--pipeline.microbatches", "4",
+                     "--run.dir", str(tmp_path / "part")]) == 0
+    assert "at P=2 with m=2; resuming it in one process at P=1 with m=4" in \
+        capsys.readouterr().err
+    whole, part = losses(tmp_path, "whole"), losses(tmp_path, "part")
+    assert sorted(part) == sorted(whole) == [1, 2, 3, 4, 5, 6]
+    assert all(part[t] == pytest.approx(whole[t], rel=1e-6) for t in whole), (part, whole)
+
+
 # -- the rule, without running anything ---------------------------------------------------------
 def _cfg(schedule: str, layers: int = 4, **train) -> object:
     return from_dict({"model": {"name": "tiny", "n_layers": layers, "tie_embeddings": False},
@@ -229,6 +248,22 @@ def test_parameter_delays_follow_the_stage_that_owns_each_layer():
     assert parameter_delays(_cfg("pipedream"), 4)["layers.1"] == 2
     assert parameter_delays(_cfg("wpipe", 6), 2)["layers.3"] == 0
     assert parameter_delays(_cfg("wpipe", 6), 4)["layers.3"] == 1
+
+
+def test_another_microbatch_count_is_refused_where_a_microbatch_is_more_than_a_sum_part():
+    def m(cfg, k):
+        return from_dict({**cfg.to_dict(), "pipeline": {**cfg.to_dict()["pipeline"],
+                                                        "microbatches": k}})
+
+    two = _cfg("2bw")
+    assert change_error(m(two, 2), two, Layout(2, 2), Layout(4, 4), 3) is None
+    pd = _cfg("pipedream")
+    assert "pipedream makes one update per microbatch" in change_error(
+        m(pd, 2), pd, Layout(1, 2), Layout(1, 2), 3)
+    moe = from_dict({"model": {"name": "moe-tiny"}, "pipeline": {"schedule": "2bw", "stages": 2,
+                                                                 "microbatches": 4}})
+    got = change_error(m(moe, 2), moe, Layout(1, 2), Layout(1, 2), 3)
+    assert "load-balancing loss per microbatch" in got and "--pipeline.microbatches 2" in got
 
 
 @pytest.mark.parametrize("schedule,layers,old,new,found", [

@@ -31,7 +31,7 @@ from ..delay import DelayedOptimizer
 from ..optim import build_optimizer
 from . import checkpoint as ckpt_io
 from .config import Config, ConfigError, from_dict
-from .layouts import Layout, change_error, checkpoint_layout
+from .layouts import Layout, change_error, checkpoint_layout, resume_note
 from .metrics import tensorboard_available
 from .restarts import MARKER
 
@@ -45,7 +45,7 @@ RESUME_FREE = {
     "train": {"eval_every", "eval_batches", "log_every", "checkpoint_every", "keep_checkpoints",
               "stop_after", "export", "val_sample", "final_eval"},
     # a change of layout is checked by asyncpp.train.layouts.change_error instead
-    "pipeline": {"simulate", "stages"},
+    "pipeline": {"simulate", "stages", "microbatches"},
     "log": {"progress", "tensorboard", "plot", "wandb"},
 }
 
@@ -392,14 +392,13 @@ def prepare_run(cfg: Config, *, resume: bool,
         ckpt["skipped"] = notes
         check_resume_config(ckpt["config"], cfg)
         if not distributed:  # under torchrun: train.pipelined.prepare_distributed
-            old = checkpoint_layout(ckpt)
-            err = change_error(from_dict(ckpt["config"]), cfg, old, here, int(ckpt["step"]))
+            old, saved = checkpoint_layout(ckpt), from_dict(ckpt["config"])
+            err = change_error(saved, cfg, old, here, int(ckpt["step"]))
             if err:
                 raise ConfigError(err)
-            if old != here:
+            if old != here or saved.pipeline.microbatches != cfg.pipeline.microbatches:
                 ckpt["resharded_from"] = str(old)
-                notes.append(f"the checkpoint of step {ckpt['step']} was written by {old}; "
-                             f"resuming it in {here}")
+                notes.append(resume_note(saved, cfg, old, here, int(ckpt["step"])))
     elif run_dir.exists() and any(run_dir.iterdir()) and not cfg.run.overwrite:
         raise ConfigError(f"run directory {str(run_dir)!r} already holds files; pass --resume to "
                           "continue that run, --run.overwrite true to replace it, or another "

@@ -8,7 +8,9 @@ the same algorithm exactly when every parameter sees the same update rule in bot
     \tau_\text{old}(w) = \tau_\text{new}(w)\quad\text{for every parameter } w,
 
 where :math:`\tau(w)` is the delay of the stage that owns w (:func:`parameter_delays`), the
-gradient is the mean over the same batch split into the same m microbatches, and clipping
+gradient is the mean over the same batch (split into m microbatches: another m only rounds the
+sum differently, except where a microbatch is more than a part of the sum — PipeDream's
+per-microbatch updates, a mixture of experts' per-microbatch load-balancing loss), and clipping
 uses a norm that does not depend on the split (``train.clip_scope = global``). The
 optimizers are per-parameter (Muon per matrix, AdamW per tensor), so regrouping the
 parameters into other stages changes none of their states. Hence:
@@ -86,11 +88,25 @@ def change_error(saved: Config, cfg: Config, old: Layout, new: Layout, step: int
     by ``cfg`` in layout ``new`` (one line naming what differs and what to do), or ``None`` if
     the continuation is the same algorithm (see the module docstring). The same layout is
     never refused here."""
-    if old == new:
+    m_old, m_new = saved.pipeline.microbatches, cfg.pipeline.microbatches
+    if old == new and m_old == m_new:
         return None
     head = f"the checkpoint of step {step} was written by {old} and cannot resume in {new}"
     fix = old.how_to_resume()
     spec = cfg.schedule_spec
+    if m_old != m_new:
+        head = (f"the checkpoint of step {step} was written with pipeline.microbatches={m_old} "
+                f"and cannot resume with {m_new}")
+        fix = f"resume with --pipeline.microbatches {m_old}"
+        if spec.per_microbatch_updates:
+            return (f"{head}: {spec.name} makes one update per microbatch, so the microbatches "
+                    f"are its steps (another algorithm); {fix}")
+        if cfg.model_config().is_moe:
+            return (f"{head}: a mixture of experts computes its load-balancing loss per "
+                    f"microbatch (another loss); {fix}")
+        if old == new:
+            return None
+        fix = f"{old.how_to_resume()} --pipeline.microbatches {m_old}"
     if spec.per_microbatch_updates:
         if old.stages != new.stages:
             return (f"{head}: pipeline.schedule={spec.name!r} delays stage s of P by P−1−s "
@@ -115,3 +131,11 @@ def change_error(saved: Config, cfg: Config, old: Layout, new: Layout, step: int
         return (f"{head}: delay.formulation={cfg.delay.formulation!r} is realised in one "
                 f"process only (the pipeline applies stale gradients); {fix}")
     return None
+
+
+def resume_note(saved: Config, cfg: Config, old: Layout, new: Layout, step: int) -> str:
+    """The line a resume in another layout (or with another m) prints."""
+    m_old, m_new = saved.pipeline.microbatches, cfg.pipeline.microbatches
+    a, b = (str(old), str(new)) if m_old == m_new else (f"{old} with m={m_old}",
+                                                       f"{new} with m={m_new}")
+    return f"the checkpoint of step {step} was written by {a}; resuming it in {b}"

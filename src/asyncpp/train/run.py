@@ -155,7 +155,7 @@ def complete_checkpoint(cfg: Config, manifest: dict, notes: list[str]) -> dict:
 
     from . import checkpoint as ckpt_io
     from .config import from_dict
-    from .layouts import change_error, checkpoint_layout
+    from .layouts import change_error, checkpoint_layout, resume_note
     from .pipelined import launch_layout
 
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -169,20 +169,20 @@ def complete_checkpoint(cfg: Config, manifest: dict, notes: list[str]) -> dict:
         try:
             if step != newest:
                 m = ckpt_io.load_checkpoint(path)
-            old = checkpoint_layout(m)
-            if old == here:
+            old, saved = checkpoint_layout(m), from_dict(m["config"])
+            if old == here and saved.pipeline.microbatches == cfg.pipeline.microbatches:
                 if not where.is_file():
                     raise FileNotFoundError(f"{str(where)!r} is missing")
                 shard = ckpt_io.load_checkpoint(where)
                 if int(shard["step"]) != step:
                     raise ValueError(f"{str(where)!r} holds step {shard['step']}, not {step}")
             else:
-                err = change_error(from_dict(m["config"]), cfg, old, here, step)
+                err = change_error(saved, cfg, old, here, step)
                 if err:
                     raise ValueError(err)
                 if old.distributed:
                     m["shards"] = ckpt_io.load_shards(cfg.run_dir, step, old.processes)
-                m["resharded_from"] = str(old)
+                m["resharded_from"] = resume_note(saved, cfg, old, here, step)
         except (ValueError, KeyError, OSError) as e:  # OSError: the shard is missing
             failed = next((f for f in (where, *ckpt_io.shard_dir(cfg.run_dir, step).glob("*"))
                            if str(f) in str(e)), path)
@@ -193,8 +193,7 @@ def complete_checkpoint(cfg: Config, manifest: dict, notes: list[str]) -> dict:
         if not bad:
             notes.extend(f"{f}; resuming from {path.name}" for f in faults)
             if m.get("resharded_from"):
-                notes.append(f"the checkpoint of step {step} was written by "
-                             f"{m['resharded_from']}; resuming it in {here}")
+                notes.append(m["resharded_from"])
             m.pop("skipped", None)
             return m
         r, why = bad[0]
