@@ -169,6 +169,17 @@ def test_export_and_eval_read_a_run_resumed_across_layouts(runs):
     assert done.returncode == 0 and done.stdout.startswith("val loss "), done.stderr
 
 
+@pytest.mark.multiprocess
+def test_a_stopped_run_exports_the_same_model_whichever_backend_ran_it(runs):
+    """At step 3 one process still queues the update of step 2's gradient that the pipeline
+    has applied; export and eval apply it as a drain would, so both give the same model."""
+    root = runs["root"]
+    fork(root, "dist", "dist-at3")
+    fork(root, "one", "one-at3")
+    a, b = weights(root, "dist-at3"), weights(root, "one-at3")
+    assert a.keys() == b.keys() and all(a[k].equal(b[k]) for k in a)
+
+
 def _snapshot(folder: Path) -> dict[str, tuple]:
     return {str(p.relative_to(folder)): (p.stat().st_mtime_ns,
                                          hashlib.sha256(p.read_bytes()).hexdigest())

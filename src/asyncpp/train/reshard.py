@@ -121,7 +121,7 @@ def from_simulation(ckpt: dict, saved: Config) -> NamedState:
 
 def from_shards(shards: list[dict], saved: Config) -> NamedState:
     """The :class:`NamedState` of a torchrun checkpoint from every rank's shard (applied
-    form); ``ValueError`` if a stage keeps more than two weight versions."""
+    form: ``read`` the oldest live version of each stage, ``master`` its newest)."""
     first = shards[0]
     state = NamedState(int(first["step"]), sampler=first["sampler"], rng=first["rng"])
     for shard in shards:
@@ -131,11 +131,7 @@ def from_shards(shards: list[dict], saved: Config) -> NamedState:
         for s, st in stages:
             versions = {int(v): ws for v, ws in st["versions"].items()}
             newest = int(st["newest"])
-            live = sorted(versions)
-            if len(live) > 2:
-                raise ValueError(f"stage {s} of the checkpoint of step {state.step} keeps "
-                                 f"{len(live)} weight versions; only a schedule that keeps at "
-                                 "most two resumes in another layout")
+            live = sorted(versions)  # more than two only under PipeDream, kept in its layout
             names = optimizer_names(saved, list(versions[newest].items()), int(s))
             if replica0:
                 state.read.update(versions[live[0]])
@@ -248,3 +244,34 @@ def load_into_executor(ex, cfg: Config, state: NamedState, device) -> None:
     else:
         ex.load_state_dict({**head, "stage": sorted(per_stage), "stages": per_stage})
 
+
+
+@torch.no_grad()
+def newest_weights(ckpt: dict, saved: Config) -> dict[str, Tensor]:
+    r"""The weights of ``ckpt`` after every update it holds is applied, by full-model name: a
+    torchrun checkpoint's newest version of every stage; a one-process checkpoint's model after
+    its queued updates are applied as the pipeline's drain applies them (rate :math:`\eta_S`,
+    ``DelayedOptimizer.flush()``), so both give :math:`x_{S+1}` for 2BW. A tied head is
+    absent (its tensor is the embedding's)."""
+    state = from_checkpoint(ckpt, saved)
+    if not any(state.queue.values()):
+        return {**state.read, **state.master}
+    cpu = torch.device("cpu")
+    model = build_model(saved.model_config(), device=cpu, seed=saved.run.seed)
+    groups = stage_named_parameters(model, saved.pipeline.stages)
+    dopts = [build_stage_optimizer(saved, g, s, cpu) for s, g in enumerate(groups)]
+    load_into_simulation(_Loaded(saved, model, dopts, cpu), state)  # queued: no master
+    for d in dopts:
+        apply_lr(d.optimizer, saved, lr_at(saved, state.step))
+        d.flush()
+    return {n: p.detach().clone() for g in groups for n, p in g}
+
+
+@dataclass
+class _Loaded:
+    """What :func:`load_into_simulation` reads of a backend."""
+
+    cfg: Config
+    model: nn.Module
+    dopts: list
+    device: torch.device
