@@ -151,22 +151,22 @@ def test_a_tied_embedding_resumes_in_one_process_to_float32_rounding(runs):
 
 
 @pytest.mark.multiprocess
-def test_export_and_eval_read_a_run_resumed_across_layouts(runs):
+def test_export_and_eval_read_a_run_resumed_across_layouts(runs, monkeypatch, capsys):
     from safetensors.torch import load_file
 
+    from asyncpp.train import eval_cli, export_cli
+
     root = runs["root"]
-    env = _env(root / "cache")
+    monkeypatch.setenv("ASYNCPP_CACHE", str(root / "cache"))
     for run in ("dist", "dist-p4"):
-        done = subprocess.run([sys.executable, "-m", "asyncpp.train.export_cli",
-                               str(root / run), "--out", str(root / f"hf-{run}")],
-                              capture_output=True, text=True, env=env, timeout=300)
-        assert done.returncode == 0, done.stderr
+        assert export_cli.main([str(root / run), "--out", str(root / f"hf-{run}")]) == 0
     a = load_file(root / "hf-dist" / "model.safetensors")
     b = load_file(root / "hf-dist-p4" / "model.safetensors")
     assert a.keys() == b.keys() and all(a[k].equal(b[k]) for k in a)
-    done = subprocess.run([sys.executable, "-m", "asyncpp.train.eval_cli", str(root / "dist-p4")],
-                          capture_output=True, text=True, env=env, timeout=300)
-    assert done.returncode == 0 and done.stdout.startswith("val loss "), done.stderr
+    capsys.readouterr()
+    assert eval_cli.main([str(root / "dist-p4")]) == 0
+    said = capsys.readouterr().out
+    assert said.startswith("val loss ") and said.count("\n") == 1, said
 
 
 @pytest.mark.multiprocess
