@@ -53,6 +53,8 @@ def plan(cmd: str) -> tuple[str, str]:
         (r"^make (setup|test|book|verify)\b", "make-dry", "make -n: too long to run here"),
         (r"^(\.venv/bin/)?asyncpp-schedule\b", "run", "cheap"),
         (r"^(\.venv/bin/)?asyncpp-plot\b", "plot", "plots the runs of make compare"),
+        (r"^(\.venv/bin/)?asyncpp-(export|eval) runs/byom\b", "on-byom",
+         "reads the bring-your-own-model run"),
         (r"^(\.venv/bin/)?asyncpp-(export|eval)\b", "on-run", "reads a run of make compare"),
         (r"^(\.venv/bin/)?asyncpp-train\b.*configs/(smollm|moe)", "print-config", "needs a GPU"),
         (r"^(\.venv/bin/)?asyncpp-train\b", "train", "runs, shortened"),
@@ -218,15 +220,41 @@ def test_plot_command_on_the_compare_runs(doc, cmd, compare_runs, tmp_path):
 def test_export_and_eval_commands_on_the_compare_runs(doc, cmd, compare_runs, tmp_path):
     """``asyncpp-export`` / ``asyncpp-eval`` as written, on the runs ``make compare`` makes (and
     the book's pages as other data)."""
-    (tmp_path / "runs").symlink_to(compare_runs, target_is_directory=True)
+    _export_or_eval(cmd, compare_runs, tmp_path, "model.safetensors")
+
+
+def _export_or_eval(cmd: str, runs: Path, tmp_path: Path, *written: str) -> None:
+    """Run an ``asyncpp-export`` / ``asyncpp-eval`` command as written beside ``runs`` and the
+    book's pages: eval prints one ``val loss`` line, export writes ``written``."""
+    (tmp_path / "runs").symlink_to(runs, target_is_directory=True)
     (tmp_path / "book").symlink_to(ROOT / "book", target_is_directory=True)
+    (tmp_path / ".venv").symlink_to(VENV_BIN.parent, target_is_directory=True)  # .venv/bin/…
     res = _run(cmd, tmp_path)
     if "asyncpp-eval" in cmd:
         assert re.fullmatch(r"val loss \d+\.\d+\n", res.stdout), res.stdout
     else:
-        out = re.search(r"--out\s+(\S+)", cmd).group(1)
-        assert (tmp_path / out / "model.safetensors").is_file()
-        shutil.rmtree(tmp_path / out)  # the next run of this test writes it again
+        out = tmp_path / re.search(r"--out\s+(\S+)", cmd).group(1)
+        assert all((out / name).is_file() for name in written), sorted(out.iterdir())
+        shutil.rmtree(out)  # the next run of this test writes it again
+
+
+@pytest.fixture(scope="module")
+def byom_runs(tmp_path_factory):
+    """``runs/byom`` as the how-to's torchrun command makes it (shortened)."""
+    root = tmp_path_factory.mktemp("byom")
+    cmd = next(c for _, c in COMMANDS if plan(c)[0] == "torchrun" and "configs/byom.toml" in c
+               and "--run.name byom " in c + " ")
+    _run(f"{cmd} {CHEAP} --run.dir {root / 'runs' / 'byom'}", ROOT)
+    return root / "runs"
+
+
+@pytest.mark.multiprocess
+@pytest.mark.parametrize("doc,cmd", _ids("on-byom"))
+def test_export_and_eval_commands_on_the_byom_run(doc, cmd, byom_runs, tmp_path):
+    """The how-to's ``asyncpp-export`` / ``asyncpp-eval`` on the run its torchrun command
+    makes: a Hugging Face folder, and one ``val loss`` line."""
+    _export_or_eval(cmd, byom_runs, tmp_path, "config.json", "model.safetensors",
+                    "tokenizer.json")
 
 
 @pytest.mark.parametrize("doc,cmd", _ids("collect"))

@@ -30,6 +30,9 @@ wpipe      ``DelayedOptimizer(opt, delay=[1 for s < P/2, 0 for s ≥ P/2])``,  p
 Using the executor from a training loop (run under ``torchrun --nproc-per-node=dp*P``)::
 
     import torch
+    import transformers
+
+    import asyncpp.models.hf
     from asyncpp.delay import DelayedOptimizer
     from asyncpp.optim import build_optimizer
     from asyncpp.pipeline import (PipelineExecutor, PipelineTopology, build_stage,
@@ -41,13 +44,22 @@ Using the executor from a training loop (run under ``torchrun --nproc-per-node=d
     #    and materialise), list its layers in order, keep this stage's. Names stay the full
     #    model's ("layers.3.attn.wq.weight"); a tied embedding/head becomes one copy on the
     #    first and one on the last stage (stage.tied_parameters says which).
-    layers = model.pipeline_layers()   # [(name, module)]: embedding, blocks, norm, head
+    #    asyncpp's Transformer: model.pipeline_layers(); a Hugging Face GPT-2 / Llama:
+    #    asyncpp.models.hf.layers(model); your own: any [(name, module)] list whose
+    #    composition maps token ids to logits (a layer returning a tuple, e.g. hidden states
+    #    and position ids, gives the next layer -- on the next stage too -- its arguments).
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(
+        transformers.AutoConfig.from_pretrained("examples/byom/gpt2-tiny"))
+    layers = asyncpp.models.hf.layers(model)   # [(name, module)]: wte, wpe, drop, h.i, ln_f,
+                                               # lm_head -- the model's own names
     stage = build_stage(layers, topo.stage, P).to(device)  # balanced by parameter count;
                                                            # boundaries=[...] to choose
-    # (Any nn.Module taking one tensor works as a stage, e.g. a model with the other stages'
-    #  layers deleted; then pass tied_parameters={"output.weight": "tok"} etc. yourself.)
+    # (Any nn.Module works as a stage, e.g. a model with the other stages' layers deleted;
+    #  then pass tied_parameters={"output.weight": "tok"} etc. yourself.)
     # 2. Its optimizer, wrapped in the delay core with the schedule's delay for this stage.
-    opt = build_optimizer("muon", stage.named_parameters(), lr=0.02, ...)
+    opt = build_optimizer("muon", stage.named_parameters(), lr=0.02,   # the CLI's defaults
+                          transposed_pattern=asyncpp.models.hf.transposed_pattern(model))
     dopt = DelayedOptimizer(opt, delay=stage_delay("2bw", P, topo.stage), correction="ef",
                             sync_start=0, sync_cooldown=0, total_steps=T)
     # 3. The executor (collective: compares the configuration of all ranks, syncs weights).

@@ -38,7 +38,7 @@ _CODE_KIND = {v: k for k, v in _KIND_CODE.items()}
 
 
 @dataclass(frozen=True)
-class _Pass:
+class ComputePass:
     """The fields of a compute pass over one microbatch: step, microbatch, weight version and
     (once placed) stage; its text form is the action table's."""
 
@@ -52,23 +52,23 @@ class _Pass:
 
 
 @dataclass(frozen=True)
-class Forward(_Pass):
+class Forward(ComputePass):
     """Forward of microbatch ``mb`` of step ``step`` on weight version ``version``."""
 
 
 @dataclass(frozen=True)
-class Backward(_Pass):
+class Backward(ComputePass):
     """Backward of microbatch ``mb`` of step ``step`` (same version as its forward)."""
 
 
 @dataclass(frozen=True)
-class BackwardInput(_Pass):
+class BackwardInput(ComputePass):
     r"""The input half of a backward, :math:`\bar x = (\partial f/\partial x)^\top \bar y`
     (zero-bubble schedules); its gradient is what the stage sends upstream."""
 
 
 @dataclass(frozen=True)
-class BackwardWeight(_Pass):
+class BackwardWeight(ComputePass):
     r"""The weight half of a backward,
     :math:`\bar w \leftarrow \bar w + (\partial f/\partial w)^\top \bar y`, after its
     :class:`BackwardInput`; it sends nothing, so a schedule may move it into idle time."""

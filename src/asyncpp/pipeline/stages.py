@@ -2,7 +2,9 @@ r"""Split a model given as an ordered list of layers into P contiguous pipeline 
 
 The model is an ordered mapping ``name → module`` (an ``nn.ModuleDict``, a dict, or a list of
 ``(name, module)`` pairs; a plain sequence of modules is named "0", "1", …), whose composition
-``x ↦ layer_{n-1}(… layer_0(x))`` is the model: typically
+``x ↦ layer_{n-1}(… layer_0(x))`` is the model (a layer that returns a tuple — hidden states
+with position ids, say — gives the next layer its positional arguments, a dict its keyword
+arguments, across a stage boundary too): typically
 ``[embed_tokens, layers.0, …, layers.{L-1}, norm, lm_head]``. Stages are contiguous, so the
 embedding lands on the first stage and norm + head on the last; the loss is given to the
 executor (``loss_fn``).
@@ -138,10 +140,14 @@ class StageModule(nn.Module):
             parent.add_module(parts[-1], mod)
         self.tied_parameters = dict(tied_parameters or {})
 
-    def forward(self, x):
-        """Apply this stage's layers in order."""
+    def forward(self, *args):
+        """Apply this stage's layers in order; a layer that returns a tuple gives the next
+        layer (or the next stage) its positional arguments, a dict its keyword arguments."""
+        x = args if len(args) > 1 else args[0]
         for name in self.layer_names:
-            x = self.get_submodule(name)(x)
+            layer = self.get_submodule(name)
+            x = layer(*x) if isinstance(x, tuple) else layer(**x) if isinstance(x, dict) \
+                else layer(x)
         return x
 
 

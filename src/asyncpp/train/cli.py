@@ -294,6 +294,11 @@ def _report(cfg, result, wall: float) -> None:
         if result.start_step else f"{result.steps_done} steps"
     print(f"done: {steps} in {_fmt_time(wall)}; train loss "
           f"{first}{result.final_train_loss:.3f}{val}{tps}{mfu}")
+    if result.stage_report is not None:
+        from .stage_report import stage_lines  # torch is imported by now
+
+        for line in stage_lines(result.stage_report, result.steps_done):
+            print(line)
     print(f"run directory: {result.run_dir}")
     if result.export is not None:
         print(f"exported model: {result.export}")

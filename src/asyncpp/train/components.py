@@ -103,6 +103,12 @@ def build_stage_optimizer(cfg: Config, named_params, stage: int,
     auto, the Muon side is a :class:`~asyncpp.optim.DistributedMuon` (ZeRO-1: each replica
     keeps the momentum of, and orthogonalises, its share of the matrices)."""
     hp = optimizer_hparams(cfg, device)
+    flipped = getattr(cfg.model_config(), "transposed_pattern", None)
+    if cfg.optimizer.name == "muon" and flipped:  # GPT-2's Conv1D matrices are (in, out)
+        if dp_group is not None and cfg.optimizer.shard != "off":
+            raise ConfigError("optimizer.shard does not handle transposed (Conv1D) matrices; "
+                              "set --optimizer.shard off for this model")
+        hp = {**hp, "transposed_pattern": flipped}
     opt = build_optimizer(cfg.optimizer.name, named_params, **hp)
     if dp_group is not None and cfg.optimizer.name == "muon" and cfg.optimizer.shard != "off":
         from ..optim import DistributedMuon
@@ -308,6 +314,9 @@ def model_flops_per_token(cfg: Config) -> float:
     r"""Training FLOPs per token, :math:`6N + 12\,L\,d\,T` (N parameters, L layers, width d,
     sequence length T: forward and backward of the matmuls plus the attention scores)."""
     mc = cfg.model_config()
+    if cfg.model.external is not None:  # blocks and width as far as the model states them
+        attn = 12.0 * mc.blocks * mc.dim * cfg.data.seq_len if mc.blocks and mc.dim else 0.0
+        return 6.0 * mc.num_params() + attn
     return 6.0 * mc.num_params() + 12.0 * mc.n_layers * mc.dim * cfg.data.seq_len
 
 
@@ -411,7 +420,7 @@ def clear_run_dir(run_dir: Path) -> None:
     for name in ("metrics.jsonl", "config.toml", "config.json", "summary.json", "loss.png",
                  "tokenizer.json", MARKER):
         (run_dir / name).unlink(missing_ok=True)
-    for sub in ("checkpoints", "tb", "export"):
+    for sub in ("checkpoints", "tb", "export", "hf-config"):
         shutil.rmtree(run_dir / sub, ignore_errors=True)
 
 

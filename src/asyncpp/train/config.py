@@ -88,6 +88,20 @@ class ModelSection:
     top_k: int | None = opt(None, "override the experts per token", lo=1)
     moe_ffn_dim: int | None = opt(None, "override the expert width", lo=0)
     aux_loss_coef: float | None = opt(None, "override the load-balancing weight", lo=0)
+    hf: str = opt("", "a Hugging Face causal LM folder with a config.json (GPT-2 or the Llama "
+                  "family; its weights if present, else initialised under run.seed; nothing "
+                  "is downloaded) instead of a named shape")
+    factory: str = opt("", "package.module:function returning your nn.Module with "
+                       "pipeline_layers(), or (model, layers), instead of a named shape")
+
+    @property
+    def external(self) -> tuple[str, str] | None:
+        """``("hf", path)`` or ``("factory", spec)`` when the model is not asyncpp's own."""
+        if self.hf:
+            return "hf", self.hf
+        if self.factory:
+            return "factory", self.factory
+        return None
 
 
 @dataclass(frozen=True)
@@ -233,9 +247,25 @@ class Config:
 
     # -- derived --------------------------------------------------------------------------
     def model_config(self) -> ModelConfig:
-        """The resolved model shape: the named config with this section's overrides."""
+        """The resolved model shape: the named config with this section's overrides, or the
+        description of a model given by ``model.hf`` / ``model.factory``
+        (``asyncpp.models.external.ExternalModelConfig``)."""
         over = {f.name: getattr(self.model, f.name) for f in dataclasses.fields(self.model)
-                if f.name != "name" and getattr(self.model, f.name) is not None}
+                if f.name not in ("name", *EXTERNAL) and getattr(self.model, f.name) is not None}
+        ext = self.model.external
+        if ext is not None:
+            if self.model.hf and self.model.factory:
+                raise ConfigError("model.hf and model.factory both name a model; give one")
+            if over:
+                raise ConfigError(f"model.{next(iter(over))} overrides a named shape, but the "
+                                  f"model comes from model.{ext[0]}={ext[1]!r}; change the "
+                                  "model itself (its config.json, or your factory)")
+            from ..models.external import describe
+
+            try:
+                return describe(*ext)
+            except ValueError as e:
+                raise ConfigError(str(e)) from None
         try:
             return MODEL_CONFIGS[self.model.name].replace(**over)
         except ValueError as e:
@@ -265,11 +295,16 @@ class Config:
 
     def resolved(self) -> Config:
         """A copy whose model section spells out every field of the resolved shape."""
+        if self.model.external is not None:
+            return self
         mc = self.model_config()
         vals = {f.name: getattr(mc, f.name) for f in dataclasses.fields(ModelSection)
-                if f.name != "name"}
+                if f.name not in ("name", *EXTERNAL)}
         return dataclasses.replace(self, model=ModelSection(name=self.model.name, **vals))
 
+
+EXTERNAL = ("hf", "factory")
+"""The model-section fields that name a model asyncpp did not define."""
 
 SECTIONS: dict[str, type] = {f.name: f.default_factory for f in dataclasses.fields(Config)}
 
@@ -466,12 +501,16 @@ def validate(cfg: Config, world_size: int | None = None) -> None:
     if not r.name or "/" in r.name or r.name in (".", ".."):
         raise ConfigError(f"run.name={r.name!r} must be a plain non-empty name; use run.dir for "
                           "a path")
+    ext = cfg.model.external
+    fix = f"in model.{ext[0]}'s model" if ext else "with --model.{}"
     if d.seq_len > mc.max_seq_len:
         raise ConfigError(f"data.seq_len={d.seq_len} exceeds model.max_seq_len="
-                          f"{mc.max_seq_len}; lower data.seq_len or raise --model.max_seq_len")
+                          f"{mc.max_seq_len}; lower data.seq_len or raise it "
+                          + fix.format("max_seq_len"))
     if d.vocab_size and d.vocab_size > mc.vocab_size:
         raise ConfigError(f"data.vocab_size={d.vocab_size} exceeds model.vocab_size="
-                          f"{mc.vocab_size}; set --model.vocab_size {d.vocab_size}")
+                          f"{mc.vocab_size}; lower data.vocab_size or set it "
+                          + fix.format("vocab_size"))
     if d.tokenizer == "bpe" and d.source != "shards" and (d.vocab_size or mc.vocab_size) < 258:
         raise ConfigError(f"a byte-level BPE needs a vocabulary of at least 258, got "
                           f"{d.vocab_size or mc.vocab_size}; raise data.vocab_size")
@@ -533,8 +572,9 @@ def validate(cfg: Config, world_size: int | None = None) -> None:
             raise ConfigError(
                 f"pipeline.schedule={p.schedule!r} gives the first and last stage different delays "
                 f"({spec.stage_delay(p.stages, 0)} and 0), so the tied embedding/head of model "
-                f"{cfg.model.name!r} cannot be updated consistently; set --model.tie_embeddings "
-                "false or use --pipeline.schedule 2bw")
+                f"{mc.name!r} cannot be updated consistently; untie them ("
+                + ("tie_word_embeddings false in its config" if ext else
+                   "--model.tie_embeddings false") + ") or use --pipeline.schedule 2bw")
     if o.shard == "on" and o.name != "muon":
         raise ConfigError(f"optimizer.shard='on' shards Muon only, not {o.name!r}; use "
                           "--optimizer.shard auto")

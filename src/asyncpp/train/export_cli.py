@@ -29,7 +29,9 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> _Parser:
     ap = _Parser(prog=PROG, description="Export the newest valid checkpoint of a run (one "
-                 "process or torchrun) as a Hugging Face folder (LlamaForCausalLM + tokenizer).",
+                 "process or torchrun) as a Hugging Face folder with the run's tokenizer: "
+                 "LlamaForCausalLM for asyncpp's models, the model's own class for "
+                 "--model.hf, the state dict for a --model.factory model.",
                  epilog="example:\n  asyncpp-export runs/demo --out exported/demo",
                  formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
     ap.add_argument("run_dir", metavar="RUN_DIR", help="the run directory (run.dir)")
@@ -59,7 +61,13 @@ def main(argv: list[str] | None = None) -> int:
     tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp"))
     try:
         try:
-            export_hf(run.model, tmp, tokenizer_file=tokenizer_file, eos_token_id=eos)
+            if run.cfg.model.external is not None:
+                from .external_model import export
+
+                export(run.cfg.model_config(), run.model.state_dict(), tmp,
+                       tokenizer_file=tokenizer_file, eos_token_id=eos)
+            else:
+                export_hf(run.model, tmp, tokenizer_file=tokenizer_file, eos_token_id=eos)
         except ValueError as e:  # e.g. a mixture of experts: no LlamaForCausalLM equivalent
             shutil.rmtree(tmp, ignore_errors=True)
             return _fail(str(e))

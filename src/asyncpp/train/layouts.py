@@ -94,6 +94,10 @@ def change_error(saved: Config, cfg: Config, old: Layout, new: Layout, step: int
     head = f"the checkpoint of step {step} was written by {old} and cannot resume in {new}"
     fix = old.how_to_resume()
     spec = cfg.schedule_spec
+    if cfg.model.external is not None:
+        kind = "model.hf" if cfg.model.hf else "model.factory"
+        return (f"{head}: a model from {kind} is split by parameter counts, with its own "
+                f"names; resuming it in another layout is not supported; {fix}")
     if m_old != m_new:
         head = (f"the checkpoint of step {step} was written with pipeline.microbatches={m_old} "
                 f"and cannot resume with {m_new}")

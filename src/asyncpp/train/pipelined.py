@@ -19,7 +19,9 @@ norm over all stages (one asynchronous scalar all-reduce per update); ``stage``:
 own. Validation runs on the weights the next step reads (the simulation's weights at that
 point); the final one on the newest weights (the simulation's after ``flush``).
 
-Outputs: rank 0 writes the run directory and shows the progress bar; every rank writes its
+Outputs: rank 0 writes the run directory and shows the progress bar (``summary.json`` holds
+every rank's peak memory and each stage's busy, communication and idle time, gathered from the
+executors' clocks at the end, :mod:`asyncpp.train.stage_report`); every rank writes its
 checkpoint shard ``checkpoints/step-N.shards/rank-R.pt`` (``PipelineExecutor.state_dict()``:
 every live weight version, optimizer + delay/EF state; data position; RNG), committed by rank 0
 writing the manifest ``checkpoints/step-N.pt`` after all shards are on disk (all files
@@ -63,6 +65,7 @@ from .components import (
 )
 from .config import Config, ConfigError, from_dict
 from .layouts import Layout, change_error, checkpoint_layout
+from .stage_report import rank_entry
 from .steps import Prefetcher, StepOut
 
 
@@ -186,15 +189,21 @@ class PipelineBackend:
         self.valid = ckpt_io.ValidSteps()
         s = topo.stage
         mc = cfg.model_config()
-        model = build_model(mc, device="meta")
-        stage = build_stage(model.pipeline_layers(), s, P,
-                            boundaries=pipeline_boundaries(mc.n_layers, P))
-        split_stage(model, s, P)  # the same sub-modules as `stage`, others dropped
-        model.to_empty(device=device)
-        if mc.tie_embeddings and model.tok_embeddings is not None and model.output is not None:
-            model.output.weight = model.tok_embeddings.weight  # to_empty unties
-        model.init_weights(cfg.run.seed)
-        model.set_aux_loss_scale(1.0 / (m // self.k))
+        if cfg.model.external is not None:
+            from .external_model import pipeline_stage
+
+            stage = pipeline_stage(mc, cfg.run.seed, s, P, device)
+        else:
+            model = build_model(mc, device="meta")
+            stage = build_stage(model.pipeline_layers(), s, P,
+                                boundaries=pipeline_boundaries(mc.n_layers, P))
+            split_stage(model, s, P)  # the same sub-modules as `stage`, others dropped
+            model.to_empty(device=device)
+            if mc.tie_embeddings and model.tok_embeddings is not None \
+                    and model.output is not None:
+                model.output.weight = model.tok_embeddings.weight  # to_empty unties
+            model.init_weights(cfg.run.seed)
+            model.set_aux_loss_scale(1.0 / (m // self.k))
         torch.manual_seed(cfg.run.seed)
         dp_group = topo.dp_group if dp > 1 else None
         self.dopt = dopt = build_stage_optimizer(cfg, stage.named_parameters(), s, device,
@@ -209,8 +218,8 @@ class PipelineBackend:
 
         def forward(module, weights, args):
             with autocast_context(cfg, device):
-                if last:  # the loss inside the (compiled) graph
-                    return lm_loss(functional_call(module, weights, args[:1]), args[1])
+                if last:  # the loss inside the (compiled) graph; args = (*inputs, targets)
+                    return lm_loss(functional_call(module, weights, args[:-1]), args[-1])
                 return functional_call(module, weights, args)
 
         self.ex = ex = PipelineExecutor(
@@ -392,6 +401,14 @@ class PipelineBackend:
         cfg = self.cfg
         return {"world_size": self.world, "stages": cfg.pipeline.stages, "dp": self.dp,
                 **(self.meter.summary() if self.meter is not None else {})}
+
+    def rank_reports(self) -> list[dict]:
+        """Collective on the CPU group: every rank's memory and stage times."""
+        t = self.topo
+        mine = rank_entry(self.rank, t.dp_rank, [t.stage], self.device, self.ex.stage_times())
+        everyone: list = [None] * self.world
+        dist.all_gather_object(everyone, mine, group=self.ctrl)
+        return everyone
 
     def export(self):
         return None

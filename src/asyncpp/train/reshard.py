@@ -253,6 +253,8 @@ def newest_weights(ckpt: dict, saved: Config) -> dict[str, Tensor]:
     its queued updates are applied as the pipeline's drain applies them (rate :math:`\eta_S`,
     ``DelayedOptimizer.flush()``), so both give :math:`x_{S+1}` for 2BW. A tied head is
     absent (its tensor is the embedding's)."""
+    if saved.model.external is not None:  # resumed in the layout that wrote it only
+        return _as_saved(ckpt)
     state = from_checkpoint(ckpt, saved)
     if not any(state.queue.values()):
         return {**state.read, **state.master}
@@ -265,6 +267,22 @@ def newest_weights(ckpt: dict, saved: Config) -> dict[str, Tensor]:
         apply_lr(d.optimizer, saved, lr_at(saved, state.step))
         d.flush()
     return {n: p.detach().clone() for g in groups for n, p in g}
+
+
+def _as_saved(ckpt: dict) -> dict[str, Tensor]:
+    """A one-process checkpoint's model; a torchrun one's newest version of every stage of
+    replica 0, by the names the stages saved."""
+    if "distributed" not in ckpt:
+        return ckpt["model"]
+    merged: dict[str, Tensor] = {}
+    for shard in ckpt["shards"]:
+        ex = shard["executor"]
+        if int(ex.get("dp_rank", 0)) != 0:
+            continue  # every replica holds the same weights
+        for st in (ex["stages"].values() if "stages" in ex else [ex]):
+            versions = {int(v): ws for v, ws in st["versions"].items()}
+            merged.update(versions[int(st["newest"])])
+    return merged
 
 
 @dataclass

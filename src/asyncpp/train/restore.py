@@ -67,7 +67,14 @@ def restore_run(run_dir: str | os.PathLike) -> RestoredRun:
                           if "no checkpoint in" in str(e) else str(e)) from None
     step = int(ckpt["step"])
     cfg = from_dict(ckpt["config"])
-    model = build_model(cfg.model_config())
+    if cfg.model.external is not None:  # the composition of the model's layers
+        from .external_model import full_model, rebased
+
+        cfg = rebased(cfg, run_dir)
+
+        model = full_model(cfg.model_config(), cfg.run.seed, "cpu")
+    else:
+        model = build_model(cfg.model_config())
     state = weights[step]
     want = model.state_dict()
     missing = [k for k in want if k not in state]
@@ -77,7 +84,8 @@ def restore_run(run_dir: str | os.PathLike) -> RestoredRun:
     extra = [k for k in state if k not in want]
     if missing or extra:
         raise ConfigError(f"checkpoint of step {step} in {str(run_dir)!r} does not fit model "
-                          f"{cfg.model.name!r}: missing {missing[:3]}, unexpected {extra[:3]}")
+                          f"{cfg.model_config().name!r}: missing {missing[:3]}, unexpected "
+                          f"{extra[:3]}")
     model.load_state_dict({k: v for k, v in state.items()}, strict=False)
     model.eval()
     ranks = int(ckpt["distributed"]["world_size"]) if "distributed" in ckpt else 1

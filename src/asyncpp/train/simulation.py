@@ -25,6 +25,11 @@ Resuming a ``torchrun`` checkpoint (:mod:`asyncpp.train.reshard`): it holds the 
 already applied, so step S runs on the older version :math:`x_S` and the newer
 :math:`x_{S+1}` then replaces the weights (before the step where it is synchronous), after
 which the queue holds :math:`g_S` as if this process had run from the start.
+
+Time (``summary.json``'s ``stage_times``): one entry for the whole model, busy while a step
+computes (data, forward, backward, clipping, updates), idle while the trainer handles a
+completed step; no communication. The first step of the process is warm-up and excluded
+(:mod:`asyncpp.pipeline.runtime.stage_clock`).
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from ..delay import DriftMeter
 from ..delay.drift import SpectralDrift, applied_lr
 from ..models import build_model, stage_named_parameters
 from ..optim import clip_coefficient, scale_, squared_norm
+from ..pipeline.runtime.stage_clock import BUSY, StageClock
 from . import checkpoint as ckpt_io
 from . import reshard
 from .components import (
@@ -49,6 +55,7 @@ from .components import (
     to_device,
 )
 from .config import Config, from_dict
+from .stage_report import rank_entry
 from .steps import Prefetcher, StepOut
 
 
@@ -66,6 +73,7 @@ class SimulationBackend:
         self.meter = None
         self.spectral: list[SpectralDrift] = []
         self.valid = ckpt_io.ValidSteps()  # retention's memo of resumable checkpoints
+        self.clock = StageClock([None])
 
     def barrier(self) -> None:
         pass
@@ -79,10 +87,16 @@ class SimulationBackend:
         if cfg.run.threads:
             torch.set_num_threads(cfg.run.threads)
         mc = cfg.model_config()
-        self.model = model = build_model(mc, device=device, seed=cfg.run.seed)
-        torch.manual_seed(cfg.run.seed)
         P, m = cfg.pipeline.stages, cfg.pipeline.microbatches
-        named = stage_named_parameters(model, P)
+        if cfg.model.external is not None:
+            from .external_model import full_model, stage_groups
+
+            self.model = model = full_model(mc, cfg.run.seed, device)
+            named = stage_groups(mc, model, P)
+        else:
+            self.model = model = build_model(mc, device=device, seed=cfg.run.seed)
+            named = stage_named_parameters(model, P)
+        torch.manual_seed(cfg.run.seed)
         self.stage_params = [[p for _, p in group] for group in named]
         self.dopts = [build_stage_optimizer(cfg, group, s, device)
                       for s, group in enumerate(named)]
@@ -140,13 +154,21 @@ class SimulationBackend:
         self._end = min(self._end, step + 1)
 
     def run(self, first: int, num_steps: int):
-        cfg, model = self.cfg, self.model
+        self._end = first + num_steps
+        self.clock.start()
+        try:
+            yield from self._steps(first)
+        finally:
+            self.clock.stop()
+
+    def _steps(self, first: int):
+        cfg, model, clock = self.cfg, self.model, self.clock
         m, k = cfg.pipeline.microbatches, self.k
         clip, scope = cfg.train.grad_clip, cfg.train.clip_scope
         skip_nonfinite = cfg.train.on_nonfinite == "skip"
-        self._end = first + num_steps
         t = first
         while t < self._end:
+            clock.push(BUSY)
             factor = lr_at(cfg, t)
             for d in self.dopts:
                 apply_lr(d.optimizer, cfg, factor)
@@ -160,7 +182,8 @@ class SimulationBackend:
             sqs, skipped, spectral = [], False, []
             for group in groups:
                 n = len(group)
-                model.set_aux_loss_scale(1.0 / n)
+                if aux is not None:
+                    model.set_aux_loss_scale(1.0 / n)
                 for xm, ym in group:
                     lm = self.loss_of(xm, ym)
                     (lm / n).backward()
@@ -201,6 +224,8 @@ class SimulationBackend:
                 self.finish()
             drift = self.meter.collect(self.dopts) if self.meter is not None else []
             self.next_step = t + 1
+            clock.pop()
+            clock.step_done()
             yield StepOut(t, loss, torch.stack(sqs), aux, drift, skipped, spectral)
             t += 1
 
@@ -275,12 +300,23 @@ class SimulationBackend:
             out["spectral_drift_mean_second_half"] = sum(half) / len(half) if half else None
         return out
 
+    def rank_reports(self) -> list[dict]:
+        """This process's memory and its one entry of time (stage ``None``: all stages)."""
+        return [rank_entry(0, 0, list(range(self.cfg.pipeline.stages)), self.device,
+                           self.clock.report())]
+
     def export(self):
         if not self.cfg.train.export:
             return None
-        from ..models.export import export_hf
-
         data = self.data
         eos = data.tokenizer.eos_id if data.tokenizer is not None else None
+        if self.cfg.model.external is not None:
+            from .external_model import export
+
+            return export(self.cfg.model_config(), self.model.state_dict(),
+                          self.cfg.run_dir / "export", tokenizer_file=data.tokenizer_file,
+                          eos_token_id=eos)
+        from ..models.export import export_hf
+
         return export_hf(self.model, self.cfg.run_dir / "export",
                          tokenizer_file=data.tokenizer_file, eos_token_id=eos)

@@ -143,5 +143,9 @@ class StepBackend(Protocol):
     def summary_fields(self) -> dict:
         """Extra keys for ``summary.json``."""
 
+    def rank_reports(self) -> list[dict]:
+        """Every rank's :func:`~asyncpp.train.stage_report.rank_entry` (memory, time per
+        stage), the same list on every rank (collective under torchrun)."""
+
     def export(self):
         """Export the model if configured (path) or ``None``."""

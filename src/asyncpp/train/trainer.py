@@ -58,6 +58,7 @@ from .components import (
 from .config import Config, to_toml
 from .metrics import MetricsWriter, tensorboard_available, truncate_metrics
 from .restarts import mark_launch
+from .stage_report import summary_sections
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +92,10 @@ class RunResult:
     first_step_s: float | None = None
     mfu: float | None = None
     wall_s: float = 0.0
+    stage_report: dict | None = None
+    """``stage_times`` (busy/comm/idle time per stage and rank), ``ranks`` (peak memory of every
+    rank) and ``peak_mem_mb`` (:func:`~asyncpp.train.stage_report.summary_sections`) of a run
+    that finished in this launch."""
     plot: Path | None = None
     export: Path | None = None
     exit_code: int = 0
@@ -149,6 +154,10 @@ class Trainer:
                                              + "\n")
         if self.data is not None and self.data.tokenizer_file is not None:
             shutil.copyfile(self.data.tokenizer_file, run_dir / "tokenizer.json")
+        if self.cfg.model.hf:  # the model's shape as trained: export/eval from any folder
+            from .external_model import snapshot_hf_config
+
+            snapshot_hf_config(self.cfg.model.hf, run_dir)
 
     # -- the loop ------------------------------------------------------------------------------
     def run(self, resume: bool = False) -> RunResult:
@@ -235,6 +244,8 @@ class Trainer:
             flops = model_flops_per_token(cfg) * result.steady_tokens_per_s
             result.mfu = flops / (peak * 1e12 * be.world)
         if result.finished and step > start:
+            # collective (every rank finished the same step), before rank 0 writes
+            result.stage_report = summary_sections(be.rank_reports())
             self._finish(peak)
         elif result.finished:
             hooks.on_message(f"the run is already complete ({T} steps); nothing to do")
@@ -382,7 +393,8 @@ class Trainer:
                                     if r.steady_tokens_per_s else None),
                    "peak_tflops": peak, "mfu": r.mfu, "wall_s": r.wall_s,
                    "params": cfg.model_config().num_params(),
-                   "subnormals_flushed": subnormals_flushed(), **be.summary_fields()}
+                   "subnormals_flushed": subnormals_flushed(), **be.summary_fields(),
+                   **(r.stage_report or {})}
         data = getattr(be, "data", None)
         if data is not None:
             summary["data"] = data_provenance(data)

@@ -49,8 +49,8 @@ def evaluate(ex, batches: Iterable, version: int | None = None) -> list[float]:
                     loss = ctx.output(weights[s], x, ys[i])
                     losses[k] += loss.double().reshape(()) / m
                 else:
-                    out = ctx.output(weights[s], x).contiguous()
-                    ctx.out_msgs[(ACTIVATION, k, i)] = out
+                    # a tensor or a tuple of tensors; the transport packs a tuple
+                    ctx.out_msgs[(ACTIVATION, k, i)] = ctx.output(weights[s], x)
                     tr.communicate([Send(ACTIVATION, k, i, s + 1, stage=s)], contexts)
     tr.drain_sends()
     return ex._gather_losses(losses, last)

@@ -36,6 +36,11 @@ equals the per-step-drain run bit for bit (tested).
 :class:`PipelineError` on this rank, which exits and so ends its own peers' waits in turn. On
 NCCL the data-parallel and tied-weight reductions read a has-gradient mask back to the host
 (one synchronisation per update when dp > 1 or weights are tied); nothing else does.
+
+**Where the time goes** (:mod:`asyncpp.pipeline.runtime.stage_clock`): each compute action
+is timed as its stage's busy time, the transport's posts and waits as communication or waiting
+for a peer; :meth:`PipelineExecutor.stage_times` reports the steady-state window of each
+stage.
 """
 
 from __future__ import annotations
@@ -73,6 +78,7 @@ from . import checkpoint
 from .errors import PipelineError
 from .evaluation import evaluate
 from .stage import Stage
+from .stage_clock import BUSY, StageClock, StageTimes
 from .transport import Transport
 from .updates import UpdateQueue
 
@@ -308,8 +314,9 @@ class PipelineExecutor:
         if not topology.distributed and local_error:
             raise ValueError(local_error)
         self._check_config(config, local_error)
+        self.clock = StageClock(mine)
         self.transport = Transport(topology, self.timeout, self.device, stage_rank, set(mine),
-                                   tagged=self.placement is not None)
+                                   tagged=self.placement is not None, clock=self.clock)
         self._sync_start_weights()
         self.updates = UpdateQueue(
             topology, self.transport, self.device, max_grad_norm=max_grad_norm,
@@ -640,6 +647,7 @@ class PipelineExecutor:
             ctx.begin_call()
         self.transport.begin_call()
         run_program = self._in_order if self.placement is None else self._interleaved
+        self.clock.start()
         try:
             yield from run_program(program, run)
             for c in self.contexts.values():
@@ -647,12 +655,20 @@ class PipelineExecutor:
             self.transport.drain_sends()
             self.next_step = self._end
         finally:
+            self.clock.stop()
             self._end = None
+
+    def stage_times(self) -> list[StageTimes]:
+        """Busy, communication and idle time of each stage of this rank over the steps run so
+        far, the first step excluded as warm-up
+        (:mod:`asyncpp.pipeline.runtime.stage_clock`)."""
+        return self.clock.report()
 
     def _in_order(self, program: Iterable, run: _RunState) -> Iterator[StepOutput]:
         """Run one stage's program in its order, each run of consecutive sends and receives
         posted together (idle time while a receive is out applies ready updates)."""
         contexts, tr, idle = self.contexts, self.transport, self._apply_ready
+        clock = self.clock
         comm: list = []
         for a in program:
             if type(a) in _COMM:
@@ -661,9 +677,12 @@ class PipelineExecutor:
             if comm:
                 tr.communicate(comm, contexts, idle)
                 comm = []
+            clock.push(BUSY, a.stage)
             for handler in HANDLERS[type(a)]:
                 out = getattr(self, handler)(a, contexts[a.stage], run)
+            clock.pop()
             if out is not None:
+                clock.step_done()
                 yield out
         if comm:
             tr.communicate(comm, contexts, idle)
@@ -682,7 +701,7 @@ class PipelineExecutor:
         turn on an unfinished action at or after u, the merged programs would order
         u ≤ (that action) < v ≤ p < u. Each stage's own order — and so every version,
         update and message of a stream — is the program's."""
-        tr, contexts = self.transport, self.contexts
+        tr, contexts, clock = self.transport, self.contexts, self.clock
         # a unit: [position in the merged program, its receives, the compute, its sends]
         queues: dict[int, list] = {s: [] for s in contexts}
         recvs: list = []
@@ -708,7 +727,9 @@ class PipelineExecutor:
                         return False
                     continue
                 if id(r) not in posted:
+                    clock.push(None, r.stage)
                     got = tr.post_recv(r, contexts, block=False)
+                    clock.pop()
                     if got is None:
                         return False
                     posted[id(r)] = got
@@ -723,18 +744,25 @@ class PipelineExecutor:
             if not cand:
                 self._apply_ready()  # idle: updates whose reductions are done
             u = min(cand or heads, key=lambda x: x[0])
+            a = u[2]
+            clock.push(None, a.stage)
             for r in u[1]:
                 if r.peer in tr.local:
                     continue
                 got = posted.pop(id(r), None) or tr.post_recv(r, contexts, block=True)
                 tr.finish_recv(r, got, contexts)
-            a = u[2]
+            clock.pop()
+            clock.push(BUSY, a.stage)
             for handler in HANDLERS[type(a)]:
                 out = getattr(self, handler)(a, contexts[a.stage], run)
+            clock.pop()
             if out is not None:
+                clock.step_done()
                 yield out
             if u[3]:
+                clock.push(None, a.stage)
                 tr.communicate(u[3], contexts)
+                clock.pop()
             queues[a.stage].pop()
 
     def _gather_losses(self, losses: torch.Tensor, last: bool) -> list[float]:
@@ -847,7 +875,9 @@ class PipelineExecutor:
             self.updates.apply_pending(c, None, self._apply)
 
     def _apply(self, ctx: Stage, pend) -> None:
+        self.clock.push(BUSY, ctx.stage)  # also when applied while a receive is out
         self.updates.apply(ctx, pend)
+        self.clock.pop()
 
     # -- evaluation and checkpoints ----------------------------------------------------------
     def evaluate(self, batches: Iterable, version: int | None = None) -> list[float]:

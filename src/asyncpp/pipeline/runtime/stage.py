@@ -19,6 +19,11 @@ starts from those nodes (:func:`~torch.distributed.pipelining._backward.stage_ba
 so it runs only the weight products :math:`\bar w = \bar h^\top a`. On the first stage the
 input needs no gradient, so I does nothing and W is the whole backward. Same operations on
 the same operands as B: the split changes no bit of any gradient (tested against 1F1B).
+
+``x`` and ``y`` may be tuples or dicts of tensors (hidden states with position ids, a mask,
+…; :mod:`.messages`): a tuple output is the next stage's positional arguments, a dict its
+keyword arguments, and :math:`\bar x`, :math:`\bar y` are then the tuples of the
+floating-point parts' gradients.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from torch import Tensor
 from torch.distributed.pipelining._backward import stage_backward_input, stage_backward_weight
 from torch.func import functional_call
 
+from . import messages
 from .context import StageContext, alias
 
 
@@ -38,9 +44,9 @@ from .context import StageContext, alias
 class InFlight:
     """A microbatch forwarded and not yet fully backwarded on this stage."""
 
-    x: Tensor
-    """The stage's input (its ``.grad`` receives :math:`\\bar x`)."""
-    out: Tensor
+    x: Tensor | tuple
+    """The stage's input (its floating parts' ``.grad`` receive :math:`\\bar x`)."""
+    out: Tensor | tuple
     """The stage's output (the scaled loss on the last stage)."""
     version: int
     """The weight version the forward read (alive until the weight half is done)."""
@@ -65,11 +71,12 @@ class Stage(StageContext):
         y)``, or ``stage(x, y)`` without a ``loss_fn``), the activation elsewhere. Training
         and evaluation both call it."""
         call = self.forward_fn or functional_call
+        args = x if isinstance(x, tuple) else (x,)
         if not self.is_last:
-            return call(self.module, weights, (x,))
+            return call(self.module, weights, args)
         if self.loss_fn is not None:
-            return self.loss_fn(call(self.module, weights, (x,)), y)
-        return call(self.module, weights, (x, y))
+            return self.loss_fn(call(self.module, weights, args), y)
+        return call(self.module, weights, (*args, y))
 
     # -- forward -------------------------------------------------------------------------------
     def leaves_for(self, key, version: int) -> dict[str, Tensor]:
@@ -90,8 +97,9 @@ class Stage(StageContext):
         on the last stage, which adds loss/m to the step's loss and keeps loss·scale to
         backward)."""
         leaves = self.leaves_for(key, version)
-        if not self.is_first and x.is_floating_point():
-            x.requires_grad_(True)
+        if not self.is_first:
+            for t in messages.differentiable(x):
+                t.requires_grad_(True)
         sent = None
         with torch.enable_grad():
             if self.is_last:
@@ -105,23 +113,43 @@ class Stage(StageContext):
                 out = out * scale
             else:
                 out = self.output(leaves, x)
-                if not isinstance(out, Tensor) or not out.is_floating_point():
-                    raise ValueError("a non-last stage must return one floating-point tensor")
-                sent = out.detach().contiguous()
+                messages.check(out, "a non-last stage")
+                if not messages.differentiable(out):
+                    raise ValueError("a non-last stage must return at least one floating-point "
+                                     "tensor (the activation the gradient flows back through)")
+                sent = out.detach().contiguous() if isinstance(out, Tensor) else \
+                    {k: t.detach() for k, t in out.items()} if isinstance(out, dict) else \
+                    tuple(t.detach() for t in out)
         self.inflight[(step, mb)] = InFlight(x, out, version, leaves)
         return sent
 
     # -- backward ------------------------------------------------------------------------------
-    def _input_grad(self, f: InFlight) -> Tensor | None:
+    def _input_grad(self, f: InFlight):
         if self.is_first:
             return None
-        g = f.x.grad if f.x.grad is not None else torch.zeros_like(f.x)
-        return g.contiguous()
+        if isinstance(f.x, Tensor):
+            g = f.x.grad if f.x.grad is not None else torch.zeros_like(f.x)
+            return g.contiguous()
+        gs = [(t.grad if t.grad is not None else torch.zeros_like(t)).contiguous()
+              for t in messages.differentiable(f.x)]
+        return messages.gradient(gs)
 
-    def backward(self, step: int, mb: int, grad: Tensor | None) -> Tensor | None:
+    @staticmethod
+    def _roots(f: InFlight, grad) -> tuple[list[Tensor], list[Tensor] | None]:
+        """The outputs the backward starts from, with their gradients: the loss, or the
+        floating parts of a tuple output that depend on something differentiable."""
+        if grad is None or isinstance(f.out, Tensor):
+            return [f.out], None if grad is None else [grad]
+        pairs = [(o, g) for o, g in zip(messages.differentiable(f.out), grad)
+                 if o.requires_grad]
+        return [o for o, _ in pairs], [g for _, g in pairs]
+
+    def backward(self, step: int, mb: int, grad) -> Tensor | tuple | None:
         """Both halves in one walk; returns :math:`\\bar x` (None on the first stage)."""
         f = self.inflight.pop((step, mb))
-        torch.autograd.backward(f.out, grad_tensors=grad)
+        outs, grads = self._roots(f, grad)
+        if outs:  # a tuple output none of whose parts depends on a weight or the input
+            torch.autograd.backward(outs, grad_tensors=grads)
         return self._input_grad(f)
 
     def backward_input(self, step: int, mb: int, grad: Tensor | None) -> Tensor | None:
@@ -131,7 +159,8 @@ class Stage(StageContext):
             f.weight_half = [grad]  # nothing upstream: the weight half is the whole backward
             return None
         weights = [t for t in f.leaves.values() if t.requires_grad]
-        _, groups = stage_backward_input([f.out], None if grad is None else [grad], [f.x],
+        outs, grads = self._roots(f, grad)
+        _, groups = stage_backward_input(outs, grads, messages.differentiable(f.x),
                                          iter(weights))
         f.weight_half = groups
         return self._input_grad(f)
@@ -143,7 +172,9 @@ class Stage(StageContext):
         if f.weight_half is None:
             raise RuntimeError(f"weight half of ({step}, {mb}) before its input half")
         if self.is_first:
-            torch.autograd.backward(f.out, grad_tensors=f.weight_half[0])
+            outs, grads = self._roots(f, f.weight_half[0])
+            if outs:
+                torch.autograd.backward(outs, grad_tensors=grads)
             return
         weights = [t for t in f.leaves.values() if t.requires_grad]
         stage_backward_weight(iter(weights), f.weight_half)

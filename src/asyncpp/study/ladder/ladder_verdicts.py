@@ -301,12 +301,12 @@ def protocol_parts(key: str, tiers: dict) -> list[Part]:
 
 
 def protocol_verdict_of(key: str, tiers: dict | None = None) -> str:
-    tiers = tiers if tiers is not None else _tiers()
+    tiers = tiers if tiers is not None else ladder_tiers()
     return combine(protocol_parts(key, tiers))
 
 
 def protocol_evidence_of(key: str, tiers: dict | None = None) -> str:
-    tiers = tiers if tiers is not None else _tiers()
+    tiers = tiers if tiers is not None else ladder_tiers()
     return "; ".join(f"{p.text}: **{p.verdict}** ({p.evidence})"
                      for p in protocol_parts(key, tiers))
 
@@ -343,7 +343,8 @@ def combine(ps: list[Part]) -> str:
     return HOLDS if all(v == HOLDS for v in vs) else NOISE
 
 
-def _tiers() -> dict:
+def ladder_tiers() -> dict:
+    """The ladder's results by tier: "opt-180k" always, "opt-580k" where it has results."""
     out = {}
     for t in ("opt-180k", "opt-580k"):
         R = load_results(get_tier(t).results)
@@ -363,18 +364,18 @@ def restrict(tiers: dict, seeds) -> dict:
 
 
 def verdict_of(key: str, tiers: dict | None = None, seeds=None) -> str:
-    tiers = tiers if tiers is not None else _tiers()
+    tiers = tiers if tiers is not None else ladder_tiers()
     return combine(parts(key, tiers if seeds is None else restrict(tiers, seeds)))
 
 
 def evidence_of(key: str, tiers: dict | None = None, seeds=None) -> str:
     """Every part: "text: verdict (evidence)", joined by "; "."""
-    tiers = tiers if tiers is not None else _tiers()
+    tiers = tiers if tiers is not None else ladder_tiers()
     return "; ".join(f"{p.text}: **{p.verdict}** ({p.evidence})" for p in parts(
         key, tiers if seeds is None else restrict(tiers, seeds)))
 
 
 PREDICTIONS = tuple(f"L{i}" for i in range(1, 11))
 
-__all__ = ["PREDICTIONS", "Part", "combine", "directional", "evidence_of", "parts",
+__all__ = ["PREDICTIONS", "Part", "combine", "directional", "evidence_of", "ladder_tiers", "parts",
            "protocol_evidence_of", "protocol_parts", "protocol_verdict_of", "verdict_of", "welch"]

@@ -19,11 +19,14 @@ from pathlib import Path
 from asyncpp.data import load_data
 from asyncpp.train.config import from_dict
 
-from . import stats
+from . import protocol, stats
 from .ladder_verdicts import (
     MIN_SEEDS,
     PREREGISTERED_SEEDS,
+    combine,
     evidence_of,
+    ladder_tiers,
+    parts,
     protocol_evidence_of,
     protocol_verdict_of,
     verdict_of,
@@ -131,6 +134,7 @@ def number(key: str) -> str:
       ``recif/S/A/C`` — the share ``rec`` when the interval of the gap A − S excludes zero,
       else "— (gap within noise)", or "— (too few seeds)" with one paired seed (a share of an
       unestablished gap is unbounded);
+      ``recfi/S/A/C`` the same, the share with Fieller's 95 % interval (``fieller``);
     - ``rec/S/A/C`` — the share of the gap A − S that C recovers, "NN %"; ``recnum/S/A/C``
       the same without the unit; ``recseed/k/S/A/C`` that share for seed k; ``recseeds/S/A/C``
       the seeds' shares, "NN, NN, NN" (seed order);
@@ -161,11 +165,14 @@ def number(key: str) -> str:
       ``pred3/L``, ``predwhy3/L`` the same on the pre-registered seeds 0–2 only;
       ``prednew/L``, ``prednewwhy/L`` (L3, L6) the verdict and parts under the study
       protocol's tests (share ≥ 50 % with Fieller's interval; the slope over log₂ tokens);
+      ``predtier/L`` the verdict of L's parts on the key's tier alone (L1, L5: one size);
+    - ``fieller/S/A/C`` — the share of the gap A − S that C recovers with Fieller's 95 %
+      interval ("70 % [38, 82]"), or why there is none (the gap not established);
     - ``paper/gap/O``, ``paper/rec/O`` — the paper's 360M gap and EF share (``PAPER_360M``);
       ``paper/gaprank/O`` where that gap ranks among the paper's ("smallest", …, "largest").
     """
     if key.split(":")[0].split("/")[1:2] in (["pred"], ["predwhy"], ["pred3"], ["predwhy3"],
-                                             ["prednew"], ["prednewwhy"]):
+                                             ["prednew"], ["prednewwhy"], ["predtier"]):
         return _number(key)  # prose with names in it ("opt-180k"): its numbers carry "−"
     return minus(_number(key))
 
@@ -215,6 +222,24 @@ def _pred(k: Key) -> str:
 def _prednew(k: Key) -> str:
     """The study protocol's reading of L3 or L6 (``ladder_verdicts.protocol_parts``)."""
     return (protocol_evidence_of if "why" in k.kind else protocol_verdict_of)(k.args[0])
+
+
+def _predtier(k: Key) -> str:
+    """The verdict of those of L's parts that name the key's tier (L1, L5: per size)."""
+    mine = [p for p in parts(k.args[0], ladder_tiers()) if p.text.startswith(f"`{k.tier}`:")]
+    if not mine:
+        raise KeyError(f"prediction {k.args[0]} has no part of its own on {k.tier}")
+    return combine(mine)
+
+
+def _fieller(k: Key) -> str:
+    """Share with Fieller's interval (``protocol.fieller_share``)."""
+    sh = protocol.fieller_share(*(vals(k.R, c) for c in k.args))
+    if sh.share is None:
+        return "—"
+    if sh.lo is None:
+        return "— (gap not established)"
+    return sh.text()
 
 
 def _count(k: Key) -> str:
@@ -335,10 +360,13 @@ def _gapat(k: Key) -> str:
 
 
 def _recif(k: Key) -> str:
-    """A share only of a gap the interval establishes."""
+    """A share only of a gap the interval establishes (``recfi``: with Fieller's interval,
+    the ratio of the mean differences over the seeds common to the three cells)."""
     instead = no_share_text(no_share_reason(k.R, k.args[0], k.args[1], min_seeds_of(k.tier)))
     if instead:
         return instead
+    if k.kind == "recfi":
+        return _fieller(k)
     x, _ = share(k.R, *k.args)
     return "—" if x is None else f"{x:.{k.d(0)}f} %"
 
@@ -427,14 +455,15 @@ KINDS: dict[str, Callable[[Key], str]] = {
     "sharepd": _sharepd, "sharevd": _sharepd, "done": _planned, "planned": _planned,
     "regime": _regime, "updates": _updates_of, "dd": _dd, "ddvd": _dd,
     "gapseed": _gapseed, "lossseed": _lossseed, "diffseed": _diffseed, "gapat": _gapat,
-    "recif": _recif, "rec": _rec, "recnum": _rec, "recseed": _recseed, "recseeds": _recseeds,
+    "recif": _recif, "recfi": _recif, "rec": _rec, "recnum": _rec, "recseed": _recseed,
+    "recseeds": _recseeds,
     "gapratio": _gapratio, "drift": _drift, "driftmean": _drift,
     "pearson": _correlation, "spearman": _correlation, "sdrift": _sdrift, "sdriftmean": _sdrift,
     "h2f": _h2f, "h2gap": _h2gap, "h3f": _h3f,
     **dict.fromkeys(("zerogap", "zerogapsd", "zerogappd", "zerogapvd"), _zerogap),
     "flatdrop": _flatdrop,
     **dict.fromkeys(("pred", "predwhy", "pred3", "predwhy3"), _pred),
-    "prednew": _prednew, "prednewwhy": _prednew,
+    "prednew": _prednew, "prednewwhy": _prednew, "predtier": _predtier, "fieller": _fieller,
 }
 
 
@@ -488,7 +517,8 @@ def glance_table(runs=GLANCE_RUNS) -> str:
     pasted into Markdown that the tests check."""
     def m(key):
         return f"<!--n:{key}-->{number(key)}<!--/n-->"
-    lines = ["| run | regime | optimizer | gap 2BW − sync [95 % interval] | EF recovers |",
+    lines = ["| run | regime | optimizer | gap 2BW − sync [95 % interval] | "
+             "EF recovers [95 % interval] |",
              "| --- | --- | --- | --- | --- |"]
     for tier, suffix, what in runs:
         R = _results_of(tier)
@@ -506,7 +536,7 @@ def glance_table(runs=GLANCE_RUNS) -> str:
             s_, a_, e_ = (f"{o}-{x}{suffix}" for x in ("sync", "async", "ef"))
             head = (f"`{tier}`, {what}", m(f"{tier}/regime/{s_}")) if k == 0 else ("", "")
             lines.append(f"| {head[0]} | {head[1]} | {LABEL[o]} | "
-                         f"{m(f'{tier}/gapci/{s_}/{a_}')} | {m(f'{tier}/recif/{s_}/{a_}/{e_}')} |")
+                         f"{m(f'{tier}/gapci/{s_}/{a_}')} | {m(f'{tier}/recfi/{s_}/{a_}/{e_}')} |")
     for k, o in enumerate(GLANCE_OPTIMIZERS):
         head = ("the paper, 360M", "360M parameters, 20 tokens/parameter, < 1 epoch") \
             if k == 0 else ("", "")
