@@ -295,3 +295,13 @@ def test_change_error_allows_exactly_the_changes_that_keep_every_delay(schedule,
     else:
         assert found in got and got.startswith("the checkpoint of step 3 was written by "), got
         assert "\n" not in got
+
+
+def test_a_model_from_outside_resumes_in_its_own_layout_only():
+    folder = Path(__file__).resolve().parents[1] / "examples" / "byom" / "gpt2-tiny"
+    cfg = from_dict({"model": {"hf": str(folder)},
+                     "pipeline": {"schedule": "2bw", "stages": 2, "microbatches": 2}})
+    assert change_error(cfg, cfg, Layout(2, 2), Layout(2, 2), 3) is None
+    got = change_error(cfg, cfg, Layout(2, 2), Layout(1, 2), 3)
+    assert "a model from model.hf is split by parameter counts" in got, got
+    assert got.endswith("resume it under torchrun --nproc-per-node 2 with --pipeline.stages 2")
