@@ -4,13 +4,17 @@
 A checkpoint is one file ``checkpoints/step-NNNNNNNN.pt`` holding a dict of tensors and plain
 containers: ``format``, ``step``, ``config`` (the resolved config as a dict), ``model``,
 ``optimizers`` (one ``DelayedOptimizer.state_dict()`` per stage: wrapped optimizer state,
-pending gradient queue, EF memory, step counter), ``sampler`` (data position), ``rng``.
+pending gradient queue, EF memory, step counter), ``sampler`` (data position), ``rng``. A
+``torchrun`` launch writes that file as a manifest (its ``distributed`` layout) and one shard
+per rank, ``step-NNNNNNNN.shards/rank-RRRRR.pt`` (:func:`shard_path`); either resumes in any
+layout :mod:`asyncpp.train.layouts` allows.
 
 Retention (``stale_checkpoints``): after writing step t, walking down from t, the newest
-``keep`` *valid* checkpoints at or below t are kept — step t first, counted once however often
-it is written — and only checkpoints older than the oldest kept one are deleted. A checkpoint
-above t (a damaged newer one skipped on resume) or a damaged one between kept ones is never
-counted and never deleted, so retention cannot leave a run without a loadable checkpoint.
+``keep`` *valid* (:func:`is_complete`) checkpoints at or below t are kept — step t first,
+counted once however often it is written — and only checkpoints older than the oldest kept one
+are deleted. A checkpoint above t (a damaged newer one skipped on resume) or a damaged one
+between kept ones is never counted and never deleted, so retention cannot leave a run without a
+loadable checkpoint.
 Resuming reads the newest checkpoint that loads and passes its checksum
 (:func:`load_newest_valid`); a damaged newer one is skipped with a note naming it and why, and
 left on disk. Temporary files of a write that was killed (``.step-N.pt.*.tmp``) are removed
@@ -61,7 +65,34 @@ def save_checkpoint(run_dir: str | os.PathLike, payload: dict, keep: int = 2,
     _atomic_save(path, body)
     for old in stale_checkpoints(run_dir, keep, written=step, is_valid=is_valid):
         old.unlink(missing_ok=True)
+        # a torchrun checkpoint resumed in one process leaves its shards behind
+        shutil.rmtree(shard_dir(run_dir, int(_NAME.match(old.name).group(1))),
+                      ignore_errors=True)
     return path
+
+
+def shard_dir(run_dir: str | os.PathLike, step: int) -> Path:
+    """The folder of step ``step``'s per-rank shards (a torchrun checkpoint)."""
+    return checkpoint_dir(run_dir) / f"step-{step:08d}.shards"
+
+
+def shard_path(run_dir: str | os.PathLike, step: int, rank: int) -> Path:
+    return shard_dir(run_dir, step) / f"rank-{rank:05d}.pt"
+
+
+def load_shards(run_dir: str | os.PathLike, step: int, world: int) -> list[dict]:
+    """Every rank's shard of the torchrun checkpoint of ``step`` (``world`` ranks), rank
+    order; ``ValueError`` naming the first that is missing, damaged or of another step."""
+    out = []
+    for rank in range(int(world)):
+        path = shard_path(run_dir, step, rank)
+        if not path.is_file():
+            raise ValueError(f"checkpoint of step {step} lacks the shard {str(path)!r}")
+        shard = load_checkpoint(path)
+        if int(shard.get("step", -1)) != step:
+            raise ValueError(f"{str(path)!r} holds step {shard.get('step')}, not {step}")
+        out.append(shard)
+    return out
 
 
 def save_shard(path: str | os.PathLike, payload: dict) -> Path:
@@ -105,7 +136,7 @@ def stale_checkpoints(run_dir: str | os.PathLike, keep: int, written: int | None
     if written is None:
         written = found[-1][0]
     if is_valid is None:
-        is_valid = _loads
+        is_valid = is_complete
     below = [(s, p) for s, p in found if s <= written]
     counted = 0
     for i in range(len(below) - 1, -1, -1):
@@ -124,7 +155,7 @@ class ValidSteps:
 
     def __init__(self, check=None) -> None:
         self.known: dict[int, bool] = {}
-        self.check = check or _loads
+        self.check = check or is_complete
 
     def add(self, step: int) -> None:
         self.known[int(step)] = True
@@ -135,10 +166,14 @@ class ValidSteps:
         return self.known[step]
 
 
-def _loads(step: int, path: Path) -> bool:
+def is_complete(step: int, path: Path) -> bool:
+    """Whether the checkpoint at ``path`` loads and passes its checksum, and — a torchrun
+    manifest — so does the shard of every rank of the launch that wrote it."""
     try:
-        load_checkpoint(path)
-    except ValueError:
+        ckpt = load_checkpoint(path)
+        if "distributed" in ckpt:
+            load_shards(path.parent.parent, step, ckpt["distributed"]["world_size"])
+    except (ValueError, OSError, KeyError):
         return False
     return True
 

@@ -124,6 +124,9 @@ def resolve_config(args):
         saved = probe.run_dir / "config.toml"
         if saved.is_file():
             base = read_toml(saved)
+            # one process or torchrun is the launch's choice, not the run's (a run simulated
+            # in one process resumes under torchrun)
+            base.get("pipeline", {}).pop("simulate", None)
     cfg = from_dict(merge(base, over))
     validate(cfg, world_size=_world_size())
     return cfg

@@ -30,7 +30,8 @@ from ..data import DataBundle, Source, ValBatch, load_data, validation_plan
 from ..delay import DelayedOptimizer
 from ..optim import build_optimizer
 from . import checkpoint as ckpt_io
-from .config import Config, ConfigError
+from .config import Config, ConfigError, from_dict
+from .layouts import Layout, change_error, checkpoint_layout, resume_note
 from .metrics import tensorboard_available
 from .restarts import MARKER
 
@@ -43,7 +44,8 @@ RESUME_FREE = {
     "data": {"cache_dir"},
     "train": {"eval_every", "eval_batches", "log_every", "checkpoint_every", "keep_checkpoints",
               "stop_after", "export", "val_sample", "final_eval"},
-    "pipeline": {"simulate"},
+    # a change of layout is checked by asyncpp.train.layouts.change_error instead
+    "pipeline": {"simulate", "stages", "microbatches"},
     "log": {"progress", "tensorboard", "plot", "wandb"},
 }
 
@@ -386,14 +388,26 @@ def prepare_run(cfg: Config, *, resume: bool,
         if not found:
             raise ConfigError(f"--resume: no checkpoint in {str(run_dir)!r}; start without "
                               "--resume or point --run.dir at the run")
+        here = Layout(1, cfg.pipeline.stages)
+
+        def accept(step: int, ck: dict) -> None:
+            """A torchrun checkpoint resumed in one process: its shards must load, too."""
+            old = checkpoint_layout(ck)
+            if not distributed and old.distributed and old != here:
+                ck["shards"] = ckpt_io.load_shards(run_dir, step, old.processes)
+
         # The newest checkpoint that passes its checksum; the notes name the ones skipped.
-        ckpt, notes = ckpt_io.load_newest_valid(run_dir)
+        ckpt, notes = ckpt_io.load_newest_valid(run_dir, accept=accept)
         ckpt["skipped"] = notes
         check_resume_config(ckpt["config"], cfg)
-        if "distributed" in ckpt and not distributed:
-            raise ConfigError(f"the checkpoint was written by a torchrun launch of "
-                              f"{ckpt['distributed']['world_size']} ranks; resume it under "
-                              "torchrun with as many processes")
+        if not distributed:  # under torchrun: train.pipelined.prepare_distributed
+            old, saved = checkpoint_layout(ckpt), from_dict(ckpt["config"])
+            err = change_error(saved, cfg, old, here, int(ckpt["step"]))
+            if err:
+                raise ConfigError(err)
+            if old != here or saved.pipeline.microbatches != cfg.pipeline.microbatches:
+                ckpt["resharded_from"] = str(old)
+                notes.append(resume_note(saved, cfg, old, here, int(ckpt["step"])))
     elif run_dir.exists() and any(run_dir.iterdir()) and not cfg.run.overwrite:
         raise ConfigError(f"run directory {str(run_dir)!r} already holds files; pass --resume to "
                           "continue that run, --run.overwrite true to replace it, or another "

@@ -26,7 +26,9 @@ checkpoint shard ``checkpoints/step-N.shards/rank-R.pt`` (``PipelineExecutor.sta
 every live weight version, optimizer + delay/EF state; data position; RNG), committed by rank 0
 writing the manifest ``checkpoints/step-N.pt`` after all shards are on disk (all files
 atomic). Checkpoints are taken at drains (the pipeline is quiet: no in-flight microbatch, no
-queued update), so resuming is bit-exact.
+queued update), so resuming is bit-exact. A checkpoint written by another layout (one process,
+or another world size or P) is read by full-model parameter names where
+:func:`asyncpp.train.layouts.change_error` allows it (:mod:`asyncpp.train.reshard`).
 
 Compile: with ``run.compile`` each rank compiles its stage's forward (``functional_call`` over
 the version's weights; the last stage's includes the loss), so the graph does not depend on
@@ -36,7 +38,6 @@ which weight version a microbatch reads.
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 
 import torch
 import torch.distributed as dist
@@ -48,6 +49,7 @@ from ..models import build_model, pipeline_boundaries, split_stage
 from ..pipeline import PipelineExecutor, PipelineTopology, build_stage
 from ..pipeline.agreement import first_error
 from . import checkpoint as ckpt_io
+from . import reshard
 from .components import (
     Evaluation,
     TrainingError,
@@ -61,7 +63,8 @@ from .components import (
     prepare_run,
     validation_set,
 )
-from .config import Config, ConfigError
+from .config import Config, ConfigError, from_dict
+from .layouts import Layout, change_error, checkpoint_layout
 from .stage_report import rank_entry
 from .steps import Prefetcher, StepOut
 
@@ -108,9 +111,10 @@ def agree(error: str | None) -> None:
         raise ConfigError(bad[1])
 
 
-def shard_dir(run_dir: Path, step: int) -> Path:
-    """The folder of step ``step``'s per-rank checkpoint shards."""
-    return ckpt_io.checkpoint_dir(run_dir) / f"step-{step:08d}.shards"
+def launch_layout(cfg: Config, world: int) -> Layout:
+    """The layout of this torchrun launch of ``world`` ranks."""
+    return Layout(world, cfg.pipeline.stages, world // cfg.pipeline.stages)
+
 
 
 def prepare_distributed(cfg: Config, resume: bool):
@@ -137,16 +141,10 @@ def prepare_distributed(cfg: Config, resume: bool):
                        "$ASYNCPP_CACHE and run.dir")
         agree(err)
     data, manifest, _ = prepared
-    P = cfg.pipeline.stages
-    layout = {"world_size": world, "stages": P, "dp": world // P}
     err = None
     if manifest is not None:
-        if "distributed" not in manifest:
-            err = ("the checkpoint was written by a single-process run; resume it without "
-                   "torchrun (asyncpp-train --resume)")
-        elif manifest["distributed"] != layout:
-            err = (f"the checkpoint was written with {manifest['distributed']}, this launch has "
-                   f"{layout}; relaunch with world size {manifest['distributed']['world_size']}")
+        err = change_error(from_dict(manifest["config"]), cfg, checkpoint_layout(manifest),
+                           launch_layout(cfg, world), int(manifest["step"]))
     # A missing or damaged shard: train.run.complete_checkpoint falls back to an older one.
     agree(err)
     return data, manifest
@@ -188,8 +186,7 @@ class PipelineBackend:
         # file system) is not a dead peer.
         self.ckpt_group = dist.new_group(backend="gloo",
                                          timeout=_td(cfg.run.checkpoint_timeout_s))
-        self.valid = ckpt_io.ValidSteps(lambda st, path: complete_on_disk(cfg.run_dir, st,
-                                                                          self.world))
+        self.valid = ckpt_io.ValidSteps()
         s = topo.stage
         mc = cfg.model_config()
         if cfg.model.external is not None:
@@ -242,10 +239,17 @@ class PipelineBackend:
         rows = slice(topo.dp_rank * B // dp, (topo.dp_rank + 1) * B // dp)
         self.batches = Prefetcher(sampler, device, rows, need=(topo.is_first, last))
         start = 0
-        if manifest is not None:
+        if manifest is not None and manifest.get("resharded_from"):
+            state = reshard.from_checkpoint(manifest, from_dict(manifest["config"]))
+            manifest.pop("shards", None)  # the state holds what this rank needs
+            reshard.load_into_executor(ex, cfg, state, device)
+            start = state.step
+            self.valid.add(start)
+            self.batches.load_state_dict(state.sampler)
+            ckpt_io.set_rng_state(state.rng)
+        elif manifest is not None:
             start = int(manifest["step"])
-            shard = ckpt_io.load_checkpoint(shard_dir(cfg.run_dir, start)
-                                            / f"rank-{self.rank:05d}.pt")
+            shard = ckpt_io.load_checkpoint(ckpt_io.shard_path(cfg.run_dir, start, self.rank))
             ex.load_state_dict(shard["executor"])
             self.valid.add(start)
             if self.meter is not None:
@@ -346,7 +350,7 @@ class PipelineBackend:
                  "executor": self.ex.state_dict(), "sampler": self.batches.state_dict(),
                  "rng": ckpt_io.rng_state(),
                  **({"drift": self.meter.state_dict()} if self.meter is not None else {})}
-        where = shard_dir(cfg.run_dir, step) / f"rank-{self.rank:05d}.pt"
+        where = ckpt_io.shard_path(cfg.run_dir, step, self.rank)
         err = None
         try:
             ckpt_io.save_shard(where, shard)
@@ -408,20 +412,6 @@ class PipelineBackend:
 
     def export(self):
         return None
-
-
-def complete_on_disk(run_dir: Path, step: int, world: int) -> bool:
-    """Whether step ``step``'s manifest and the shards of all ``world`` ranks load and pass
-    their checksums (retention's test of an older checkpoint)."""
-    try:
-        ckpt_io.load_checkpoint(ckpt_io.checkpoint_dir(run_dir) / f"step-{step:08d}.pt")
-        for r in range(world):
-            if int(ckpt_io.load_checkpoint(shard_dir(run_dir, step)
-                                           / f"rank-{r:05d}.pt")["step"]) != step:
-                return False
-    except (ValueError, OSError):
-        return False
-    return True
 
 
 def _td(seconds: float):

@@ -10,8 +10,10 @@ model is the union over the stages of data-parallel replica 0,
 .. math::
     \theta = \bigcup_{s=0}^{P-1} \theta_s^{(v_s)},\qquad v_s = \text{newest version of stage } s,
 
-which is the weights the next step would read after every queued update is applied: the
-simulation's model at the same checkpoint (checkpoints are taken at drains).
+which is the weights the next step would read after every queued update is applied. A
+one-process run's checkpoint holds its model before the update it queued; that update is
+applied here as a drain applies it (:func:`asyncpp.train.reshard.newest_weights`), so the two
+backends restore the same model from the same state (at the end of a run nothing is queued).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import torch
 
 from . import checkpoint as ckpt_io
 from .config import Config, ConfigError, from_dict
+from .reshard import newest_weights
 
 
 @dataclass
@@ -39,34 +42,6 @@ class RestoredRun:
     ranks: int  # processes that wrote the checkpoint (1: a one-process run)
 
 
-def _shard_path(run_dir: Path, step: int, rank: int) -> Path:
-    return ckpt_io.checkpoint_dir(run_dir) / f"step-{step:08d}.shards" / f"rank-{rank:05d}.pt"
-
-
-def merged_weights(run_dir: Path, step: int, layout: dict) -> dict[str, torch.Tensor]:
-    """The newest weights of every stage of replica 0 of a torchrun checkpoint, merged by
-    full-model name; ``ValueError`` naming the shard that is missing, damaged or foreign."""
-    merged: dict[str, torch.Tensor] = {}
-    for rank in range(int(layout["world_size"])):
-        path = _shard_path(run_dir, step, rank)
-        if not path.is_file():
-            raise ValueError(f"checkpoint of step {step} lacks the shard {str(path)!r}")
-        shard = ckpt_io.load_checkpoint(path)
-        if int(shard.get("step", -1)) != step:
-            raise ValueError(f"{str(path)!r} holds step {shard.get('step')}, not {step}")
-        ex = shard["executor"]
-        if int(ex.get("dp_rank", 0)) != 0:
-            continue  # every replica holds the same weights
-        stages = ex["stages"].values() if "stages" in ex else [ex]
-        for st in stages:
-            versions = st["versions"]
-            newest = versions.get(st["newest"], versions.get(int(st["newest"])))
-            if newest is None:
-                raise ValueError(f"{str(path)!r} lacks its newest weight version")
-            merged.update(newest)
-    return merged
-
-
 def restore_run(run_dir: str | os.PathLike) -> RestoredRun:
     """The model of ``run_dir``'s newest valid checkpoint (see the module docstring);
     ``ConfigError`` with the reason when there is none or it does not fit the model."""
@@ -79,11 +54,11 @@ def restore_run(run_dir: str | os.PathLike) -> RestoredRun:
 
     def accept(step: int, ckpt: dict) -> None:
         if "distributed" in ckpt:
-            weights[step] = merged_weights(run_dir, step, ckpt["distributed"])
-        elif "model" in ckpt:
-            weights[step] = ckpt["model"]
-        else:
+            ckpt["shards"] = ckpt_io.load_shards(run_dir, step,
+                                                 ckpt["distributed"]["world_size"])
+        elif "model" not in ckpt:
             raise ValueError(f"checkpoint of step {step} holds no model weights")
+        weights[step] = newest_weights(ckpt, from_dict(ckpt["config"]))
 
     try:
         ckpt, notes = ckpt_io.load_newest_valid(run_dir, accept=accept)

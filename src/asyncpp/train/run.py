@@ -7,9 +7,10 @@ Start-up of a rank, in order: join the process group; compare the resolved confi
 every rank (a difference stops every rank with one line per differing key,
 :func:`~asyncpp.train.config.rank_differences`); prepare the data; on resume, pick the newest
 checkpoint whose manifest and every rank's shard pass their checksums (a newer damaged one is
-skipped with a note, never deleted); build the stage. A peer that dies or stalls in any of
-these collectives ends the set-up with one line naming the phase and the peer
-(:func:`~asyncpp.pipeline.topology.setup_phase`).
+skipped with a note, never deleted) — or, written by another layout, whose change
+:func:`~asyncpp.train.layouts.change_error` allows and whose every file loads; build the stage.
+A peer that dies or stalls in any of these collectives ends the set-up with one line naming the
+phase and the peer (:func:`~asyncpp.pipeline.topology.setup_phase`).
 """
 
 from __future__ import annotations
@@ -144,37 +145,55 @@ def check_same_config(cfg: Config) -> None:
 
 def complete_checkpoint(cfg: Config, manifest: dict, notes: list[str]) -> dict:
     """Collective: the manifest of the newest checkpoint, at or before ``manifest``'s step,
-    whose manifest and whose shards on every rank load and pass their checksums. Each newer
-    one skipped adds a note to ``notes`` naming it, the rank and why; nothing is deleted.
-    ``ConfigError`` if none is complete."""
+    that every rank can resume: written by this launch's layout, its manifest and each rank's
+    own shard load and pass their checksums; written by another layout
+    (:mod:`asyncpp.train.layouts`), the change is allowed and every rank reads the whole
+    checkpoint (``"shards"``; marked ``"resharded_from"``). Each newer one skipped adds a note
+    to ``notes`` naming it, the rank and why; nothing is deleted. ``ConfigError`` if none can
+    be resumed."""
     import torch.distributed as dist
 
     from . import checkpoint as ckpt_io
-    from .pipelined import shard_dir
+    from .config import from_dict
+    from .layouts import change_error, checkpoint_layout, resume_note
+    from .pipelined import launch_layout
 
     rank, world = dist.get_rank(), dist.get_world_size()
+    here = launch_layout(cfg, world)
     newest = int(manifest["step"])
     found = [(s, p) for s, p in ckpt_io.list_checkpoints(cfg.run_dir) if s <= newest]
     faults = []
     for step, path in reversed(found):
         mine, m = None, manifest
-        where = shard_dir(cfg.run_dir, step) / f"rank-{rank:05d}.pt"
+        where = ckpt_io.shard_path(cfg.run_dir, step, rank)
         try:
             if step != newest:
                 m = ckpt_io.load_checkpoint(path)
-            if not where.is_file():
-                raise FileNotFoundError(f"{str(where)!r} is missing")
-            shard = ckpt_io.load_checkpoint(where)
-            if int(shard["step"]) != step:
-                raise ValueError(f"{str(where)!r} holds step {shard['step']}, not {step}")
+            old, saved = checkpoint_layout(m), from_dict(m["config"])
+            if old == here and saved.pipeline.microbatches == cfg.pipeline.microbatches:
+                if not where.is_file():
+                    raise FileNotFoundError(f"{str(where)!r} is missing")
+                shard = ckpt_io.load_checkpoint(where)
+                if int(shard["step"]) != step:
+                    raise ValueError(f"{str(where)!r} holds step {shard['step']}, not {step}")
+            else:
+                err = change_error(saved, cfg, old, here, step)
+                if err:
+                    raise ValueError(err)
+                if old.distributed:
+                    m["shards"] = ckpt_io.load_shards(cfg.run_dir, step, old.processes)
+                m["resharded_from"] = resume_note(saved, cfg, old, here, step)
         except (ValueError, KeyError, OSError) as e:  # OSError: the shard is missing
-            failed = where if str(where) in str(e) else path
+            failed = next((f for f in (where, *ckpt_io.shard_dir(cfg.run_dir, step).glob("*"))
+                           if str(f) in str(e)), path)
             mine = f"{failed.name} {ckpt_io.fault_text(str(e), failed)}"
         everyone: list = [None] * world
         dist.all_gather_object(everyone, mine)
         bad = [(r, e) for r, e in enumerate(everyone) if e]
         if not bad:
             notes.extend(f"{f}; resuming from {path.name}" for f in faults)
+            if m.get("resharded_from"):
+                notes.append(m["resharded_from"])
             m.pop("skipped", None)
             return m
         r, why = bad[0]

@@ -21,6 +21,11 @@ so the two realise the same update rule. At the end of the run the pending gradi
 applied (:meth:`DelayedOptimizer.flush`), as a draining pipeline would, before the final
 validation. With ``run.compile`` the model *and the loss* are one compiled function.
 
+Resuming a ``torchrun`` checkpoint (:mod:`asyncpp.train.reshard`): it holds the last update
+already applied, so step S runs on the older version :math:`x_S` and the newer
+:math:`x_{S+1}` then replaces the weights (before the step where it is synchronous), after
+which the queue holds :math:`g_S` as if this process had run from the start.
+
 Time (``summary.json``'s ``stage_times``): one entry for the whole model, busy while a step
 computes (data, forward, backward, clipping, updates), idle while the trainer handles a
 completed step; no communication. The first step of the process is warm-up and excluded
@@ -38,6 +43,7 @@ from ..models import build_model, stage_named_parameters
 from ..optim import clip_coefficient, scale_, squared_norm
 from ..pipeline.runtime.stage_clock import BUSY, StageClock
 from . import checkpoint as ckpt_io
+from . import reshard
 from .components import (
     Evaluation,
     apply_lr,
@@ -48,7 +54,7 @@ from .components import (
     lr_at,
     to_device,
 )
-from .config import Config
+from .config import Config, from_dict
 from .stage_report import rank_entry
 from .steps import Prefetcher, StepOut
 
@@ -102,7 +108,20 @@ class SimulationBackend:
             self.spectral = [SpectralDrift(lambda g, p, d=d: applied_lr(d.param_groups[g], p))
                              for d in self.dopts]
         start = 0
-        if ckpt is not None:
+        self.ahead: dict[int, dict] = {}
+        if ckpt is not None and (ckpt.get("resharded_from") or "ahead" in ckpt):
+            # another layout's checkpoint, or this one's saved before its master was installed
+            state = reshard.from_checkpoint(ckpt, from_dict(ckpt["config"]))
+            self.ahead = reshard.load_into_simulation(self, state)
+            if self.meter is not None:  # only in the layout that wrote it (train.layouts)
+                self.meter.load_state_dict(ckpt["drift"])
+            for sp, d, st in zip(self.spectral, self.dopts, ckpt.get("spectral", [])):
+                sp.load_state_dict(st, d)
+            self.sampler.load_state_dict(state.sampler)
+            ckpt_io.set_rng_state(state.rng)
+            start = state.step
+            self.valid.add(start)
+        elif ckpt is not None:
             model.load_state_dict(ckpt["model"])
             for d, state in zip(self.dopts, ckpt["optimizers"]):
                 d.load_state_dict(to_device(state, device))
@@ -188,9 +207,15 @@ class SimulationBackend:
                         if scope == "global" else [clip_coefficient(q, clip) for q in stage_sq]
                     for ps, c in zip(self.stage_params, coefs):
                         scale_([p.grad for p in ps], c)
-                for d in self.dopts:
+                # A resume from the applied form (asyncpp.train.reshard): the master replaces
+                # the weights once, before a synchronous step, after a delaying one.
+                for s, d in enumerate(self.dopts):
+                    if self.ahead.get(s) and d.delay_at(d.step_count) == 0:
+                        self._install_ahead(s)
                     d.step()
                     d.zero_grad(set_to_none=True)
+                    if self.ahead.get(s):
+                        self._install_ahead(s)
                 if self.spectral:
                     got = [sp.observe(d) for sp, d in zip(self.spectral, self.dopts)]
                     if all(v is not None for v in got):
@@ -203,6 +228,15 @@ class SimulationBackend:
             clock.step_done()
             yield StepOut(t, loss, torch.stack(sqs), aux, drift, skipped, spectral)
             t += 1
+
+    @torch.no_grad()
+    def _install_ahead(self, stage: int) -> None:
+        for p, w in self.ahead.pop(stage).items():
+            p.copy_(w)
+
+    def _ahead_by_name(self) -> dict:
+        name_of = {id(p): n for n, p in self.model.named_parameters()}
+        return {name_of[id(p)]: w for ws in self.ahead.values() for p, w in ws.items()}
 
     # -- metrics -----------------------------------------------------------------------------
     def post(self, outs: list[StepOut], stop: bool):
@@ -246,6 +280,9 @@ class SimulationBackend:
             "step": step, "config": config, "model": self.model.state_dict(),
             "optimizers": [d.state_dict() for d in self.dopts],
             "sampler": self.batches.state_dict(), "rng": ckpt_io.rng_state(),
+            # a master not installed yet (every step since a resume from the applied form
+            # was skipped as non-finite): saved, so the checkpoint still holds it
+            **({"ahead": self._ahead_by_name()} if any(self.ahead.values()) else {}),
             **({"drift": self.meter.state_dict()} if self.meter is not None else {}),
             **({"spectral": [sp.state_dict(d) for sp, d in zip(self.spectral, self.dopts)]}
                if self.spectral else {})},
