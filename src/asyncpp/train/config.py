@@ -572,9 +572,9 @@ def validate(cfg: Config, world_size: int | None = None) -> None:
             raise ConfigError(
                 f"pipeline.schedule={p.schedule!r} gives the first and last stage different delays "
                 f"({spec.stage_delay(p.stages, 0)} and 0), so the tied embedding/head of model "
-                f"{mc.name!r} cannot be updated consistently; untie them ("
+                f"{mc.name!r} cannot be updated consistently; set "
                 + ("tie_word_embeddings false in its config" if ext else
-                   "--model.tie_embeddings false") + ") or use --pipeline.schedule 2bw")
+                   "--model.tie_embeddings false") + " or use --pipeline.schedule 2bw")
     if o.shard == "on" and o.name != "muon":
         raise ConfigError(f"optimizer.shard='on' shards Muon only, not {o.name!r}; use "
                           "--optimizer.shard auto")
