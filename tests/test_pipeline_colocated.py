@@ -5,13 +5,11 @@ synchronous training and looped 2BW the one-step delay; evaluation and resume wo
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 import pytest
-
-from asyncpp.pipeline.launch import RankTimeout, log_tail, run_ranks
+from procs import rank_results
 
 WORKER = Path(__file__).with_name("colocated_worker.py")
 TOL = 1e-12
@@ -21,19 +19,7 @@ pytestmark = pytest.mark.multiprocess
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     outdir = tmp_path_factory.mktemp("colocated")
-    try:
-        run_ranks([sys.executable, str(WORKER), "main", str(outdir)], 2, outdir, deadline=240)
-    except RankTimeout as e:
-        pytest.fail(str(e))
-    results = []
-    for r in range(2):
-        path = outdir / f"rank{r}.json"
-        if not path.exists():
-            pytest.fail(f"rank {r} wrote no result; its log ends with:\n{log_tail(outdir, r)}")
-        res = json.loads(path.read_text())
-        assert "crash" not in res, f"rank {r} crashed:\n{res['crash']}"
-        results.append(res)
-    return results
+    return rank_results([sys.executable, str(WORKER), "main", str(outdir)], outdir, deadline=240)
 
 
 def _exact(run, check):

@@ -21,11 +21,12 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from procs import rank_results
 from stage_times_worker import SLEEP_S, STEPS
 from stage_times_worker import M as WORKER_M
 
 from asyncpp.pipeline import build, simulate, steady_state_bubble
-from asyncpp.pipeline.launch import RankTimeout, log_tail, run_ranks
+from asyncpp.pipeline.launch import RankTimeout, run_ranks
 from asyncpp.pipeline.runtime.stage_clock import BUSY, COMM, REST, WAIT, StageClock
 from asyncpp.train import cli
 
@@ -154,20 +155,8 @@ def _env(cache: Path) -> dict:
 @pytest.fixture(scope="module")
 def executor_runs(tmp_path_factory):
     outdir = tmp_path_factory.mktemp("stage_times_executor")
-    try:
-        run_ranks([sys.executable, str(WORKER), str(outdir)], 2, outdir, deadline=120,
-                  env=_env(outdir / "cache"))
-    except RankTimeout as e:
-        pytest.fail(str(e))
-    results = []
-    for r in range(2):
-        path = outdir / f"rank{r}.json"
-        if not path.exists():
-            pytest.fail(f"rank {r} wrote no result; its log ends with:\n{log_tail(outdir, r)}")
-        res = json.loads(path.read_text())
-        assert "crash" not in res, f"rank {r} crashed:\n{res['crash']}"
-        results.append(res)
-    return results
+    return rank_results([sys.executable, str(WORKER), str(outdir)], outdir, deadline=120,
+                        env=_env(outdir / "cache"))
 
 
 @pytest.mark.multiprocess
