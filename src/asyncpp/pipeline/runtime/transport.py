@@ -253,9 +253,10 @@ class Transport:
         self.wait(work, f"the {a.kind} of step {a.step} microbatch {a.mb} ({to_str(a)})",
                   self.stage_rank[a.peer], WAIT)
         ctx = contexts[a.stage]
-        peer, tag = self.stage_rank[a.peer], self._tag(a.peer, a.kind)
-        ctx.in_msgs[(a.kind, a.step, a.mb)] = messages.unpack(
-            buf, self._layout(a, ctx, peer, tag))
+        if buf.dtype == torch.uint8:  # a packed tuple/dict travels as bytes: unpack it
+            peer, tag = self.stage_rank[a.peer], self._tag(a.peer, a.kind)
+            buf = messages.unpack(buf, self._layout(a, ctx, peer, tag))
+        ctx.in_msgs[(a.kind, a.step, a.mb)] = buf
 
     def drain_sends(self, keep: int = 0) -> None:
         """Release finished sends (their tensors), oldest first; wait for the oldest ones
