@@ -118,7 +118,12 @@ except p.DirtyTree as e:
     export TORCHINDUCTOR_COMPILE_THREADS=${TORCHINDUCTOR_COMPILE_THREADS:-2}
     WORKERS=${WORKERS:-$("$PY" experiments/gpu/plan.py --corpus "$CORPUS" --get packed)}
     EST=$("$PY" experiments/gpu/plan.py --corpus "$CORPUS" --get first_run_s)
-    read -ra SET <<< "${RUNBOOK_SET:-}"  # extra sweep arguments (checking the path on a CPU)
+    # K workers on the machine's cores: each gets its share of threads. torch's default (all
+    # cores in every worker) put 6 workers' 96 threads on 16 cores in the first call (load
+    # average 68) and the 1.26M model's step took 0.22 s, not the planner's 25 ms
+    SET=(--set "run.threads=$(( $(nproc) / WORKERS > 0 ? $(nproc) / WORKERS : 1 ))")
+    read -ra EXTRA <<< "${RUNBOOK_SET:-}"  # extra sweep arguments (checking the path on a CPU)
+    SET+=("${EXTRA[@]}")
 fi
 
 DEADLINE=$((START + BUDGET_S - 25))  # 25 s kept for the table at the end

@@ -40,22 +40,29 @@ def table_gpu_speed(R) -> str:
     step (compile) and wall time, medians over seeds."""
     lines = ["| cell | runs | tokens/run | tokens/param | steady tokens/s | MFU | first step | "
              "wall |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for o in _tc.GPU_OPTIMIZERS:
-        for m in _tc.GPU_MODES:
-            recs = [r for r in R.get(_tc.name(o, m), {}).values() if r.get("status") == "ok"]
-            if not recs:
-                continue
+    # the claims' cells ({opt}-{mode}) and the lr grids' ({lr-opt-mode-lr}): every finished
+    # run counts, the lr runs being most of a first call's work
+    # the claims' cells and the lr grids' (lr-{opt}-{mode}-{lr}): every finished run counts,
+    # the lr runs being all of a first call's work
+    cells = [_tc.name(o, m) for o in _tc.GPU_OPTIMIZERS for m in _tc.GPU_MODES]
+    cells += sorted(c for c in R if c.startswith("lr-"))
+    for cell in cells:
+        recs = [r for r in R.get(cell, {}).values() if r.get("status") == "ok"]
+        if not recs:
+            continue
 
-            def med(k, recs=recs):
-                xs = [r["final"][k] for r in recs if r["final"].get(k) is not None]
-                return statistics.median(xs) if xs else None
-            f = recs[0]["final"]
-            tps, mfu, first = med("steady_tokens_per_s"), med("mfu"), med("first_step_s")
-            lines.append(
-                f"| {o}-{m} | {len(recs)} | {f.get('tokens', 0):,} | "
-                f"{f.get('tokens', 0) / f['params']:.1f} | "
-                f"{'—' if tps is None else f'{tps:,.0f}'} | "
-                f"{'—' if mfu is None else f'{100 * mfu:.1f} %'} | "
-                f"{'—' if first is None else f'{first:.1f} s'} | {med('wall_s'):.0f} s |"
-                if f.get("params") else f"| {o}-{m} | {len(recs)} | — | — | — | — | — | — |")
+        def med(k, recs=recs):
+            xs = [r["final"][k] for r in recs if r["final"].get(k) is not None]
+            return statistics.median(xs) if xs else None
+        f = recs[0]["final"]
+        if not f.get("params"):
+            lines.append(f"| {cell} | {len(recs)} | — | — | — | — | — | — |")
+            continue
+        tps, mfu, first = med("steady_tokens_per_s"), med("mfu"), med("first_step_s")
+        lines.append(
+            f"| {cell} | {len(recs)} | {f.get('tokens', 0):,} | "
+            f"{f.get('tokens', 0) / f['params']:.1f} | "
+            f"{'—' if tps is None else f'{tps:,.0f}'} | "
+            f"{'—' if mfu is None else f'{100 * mfu:.2f} %'} | "
+            f"{'—' if first is None else f'{first:.1f} s'} | {med('wall_s'):.0f} s |")
     return "\n".join(lines)
