@@ -19,7 +19,7 @@ from pathlib import Path
 from asyncpp.data import load_data
 from asyncpp.train.config import from_dict
 
-from . import protocol, stats
+from . import ef_control_report, protocol, stats
 from .ladder_verdicts import (
     MIN_SEEDS,
     PREREGISTERED_SEEDS,
@@ -464,6 +464,7 @@ KINDS: dict[str, Callable[[Key], str]] = {
     "flatdrop": _flatdrop,
     **dict.fromkeys(("pred", "predwhy", "pred3", "predwhy3"), _pred),
     "prednew": _prednew, "prednewwhy": _prednew, "predtier": _predtier, "fieller": _fieller,
+    **dict.fromkeys(("efc", "efcv"), lambda k: ef_control_report.marker(k.kind, k.args)),
 }
 
 
