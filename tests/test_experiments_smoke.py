@@ -127,6 +127,9 @@ def test_sweep_runs_asyncpp_train_and_reuses_an_identical_run(tmp_path, capsys):
     assert "--delay.track_updates true" in rec["command"]
     assert rec["config"]["delay"]["track_updates"] is True
     assert rec["curves"]["step"] == [1, 2, 3]
+    # per-step gradient and update norms (2BW + EF: no update at step 1, the delay's)
+    assert len(rec["curves"]["grad_norm"]) == 3 and all(g > 0 for g in rec["curves"]["grad_norm"])
+    assert rec["curves"]["update_norm"][0] is None and all(rec["curves"]["update_norm"][1:])
     # what made it: the code at the start, the packages, the data and the regime
     prov = rec["provenance"]
     assert len(prov["commit_at_start"]) == 40 and isinstance(prov["dirty"], bool)

@@ -46,6 +46,14 @@ def test_the_tiny_study_runs_resumes_and_reports(tmp_path):
         assert len(prov["tokenizer_sha256"]) == 64 and prov["cpu"]
         assert prov["packages"]["torch"] and "commit_at_start" in prov and "dirty" in prov
         assert not list(out.rglob("*.tmp"))
+        # per-step curves, gradient and update norms among them (the study tracks updates)
+        cur = rec["curves"]
+        assert cur["step"] == [1, 2, 3, 4] and len(cur["train_loss"]) == 4
+        assert len(cur["grad_norm"]) == 4 and all(g > 0 for g in cur["grad_norm"])
+        # a one-step delay applies no update at step 1: None there, a norm everywhere else
+        first = [None] if cell == "2bw" else []
+        assert [u for u in cur["update_norm"] if u is None] == first
+        assert len(cur["update_norm"]) == 4 and all(u > 0 for u in cur["update_norm"] if u)
     mtimes = {f: f.stat().st_mtime_ns for f in files}
 
     again = _cli("run", str(TINY_STUDY), "--out", str(out), "--lanes", "2")

@@ -401,7 +401,18 @@ def numeric_checks() -> list[tuple[str, bool, str]]:
         worst = max(worst, abs(sim / eos_floor(mth, b1, t, e) - 1.0))
     out.append((r"AD3-4 floor $h\eta^2/(2c^{*2}\rho^2)$ vs simulation ($\tau = 1$)", worst < 0.02,
                 f"worst relative error {worst:.2%}"))
+    out.append(("AD6 algebra (the floor law AD3/AD4 assumed)", ad6_algebra_holds(),
+                "the ratio of T3's edges, exact"))
     return out
+
+
+def ad6_algebra_holds() -> bool:
+    """AD6's algebra, apart from the floor law it rests on: with T3's edges
+    :math:`c^*(\\beta, 1)`, :math:`c^*(\\beta, 0)`, :math:`(1/2c_1^{*2})/(1/2c_0^{*2}) =
+    4(1+\\beta)^2/(1-\\beta)^2` (sympy, exact)."""
+    c0, c1 = critical_step_expr(0, False), critical_step_expr(1, False)
+    return bool(sp.simplify((1 / (2 * c1**2)) / (1 / (2 * c0**2))
+                            - 4 * (1 + beta) ** 2 / (1 - beta) ** 2) == 0)
 
 
 def _steps() -> list[Step]:
@@ -438,10 +449,12 @@ def _steps() -> list[Step]:
               r"$c^2 + c = 1/(1-\beta)$, so $1/c^{*2}_\mathrm{EF} \approx 1 - \beta$ for "
               r"$\beta \to 1$ and Adam's EF share $\to 1$")
     c0, c1 = critical_step_expr(0, False), critical_step_expr(1, False)
-    s6 = Step(r"AD6 Adam's async/sync floor ratio ($\tau = 1$)", "identity",
+    s6 = Step(r"AD6 Adam's async/sync floor ratio ($\tau = 1$)", "assumption",
               eq((1 / (2 * c1**2)) / (1 / (2 * c0**2)), 4 * (1 + beta) ** 2 / (1 - beta) ** 2),
               r"AD4 with $\rho = 1$ and T3's edges $c^*(\beta, 1)$, $c^*(\beta, 0)$ "
-              r"(`stability.critical_step_expr`): the ratio given the assumed floor law")
+              r"(`stability.critical_step_expr`): algebra on the assumed law AD3/AD4, so the "
+              r"ratio is as assumed as the floor; the algebra alone (the two edges' ratio) is "
+              r"checked by `ad6_algebra_holds`")
     s7 = [Step(rf"AD7 Adan at beta2 = 0 is T3 ($\tau = {t}${', EF' if e else ''})", "identity",
                eq(_char_poly_expr("adan", beta, t, c_, e, 0), z_ ** (2 if (e or t == 0) else 3)
                   * char_poly_expr(beta, t, e, var=c_ * (1 - beta))),
@@ -475,4 +488,4 @@ def result() -> Result:
 
 __all__ = ["METHODS", "simulate", "floor_value", "ef_share", "char_poly", "critical_gain",
            "denominator_gain", "eos_floor", "adam_ef_share", "sign_floor", "floors",
-           "gap_table", "noisy_floor", "h1_table", "numeric_checks", "result"]
+           "gap_table", "noisy_floor", "h1_table", "numeric_checks", "result", "ad6_algebra_holds"]

@@ -182,3 +182,15 @@ def test_simulate_adam_is_torch_adam_in_delayed_optimizer():
 def test_numeric_checks_pass():
     for name, ok, detail in ad.numeric_checks():
         assert ok, f"{name}: {detail}"
+
+
+def test_ad6_is_assumed_with_its_algebra_checked_apart():
+    """AD6 rests on the assumed floor law (AD3/AD4): it is listed as assumed, not verified,
+    and its algebra alone — the ratio of T3's two edges — is checked exactly."""
+    from theory import adaptive_delay as ad
+
+    ad6 = [s for s in ad.result().steps if s.name.startswith("AD6")]
+    assert len(ad6) == 1 and ad6[0].kind == "assumption"
+    assert ad.ad6_algebra_holds()
+    checks = {name: ok for name, ok, _ in ad.numeric_checks()}
+    assert checks["AD6 algebra (the floor law AD3/AD4 assumed)"]

@@ -35,6 +35,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from . import provenance
+from .curves import read_curves
 from .spec import Study
 from .stats import TooFewSeeds, select_lr
 
@@ -192,6 +193,7 @@ def result_of(study: Study, run: Run, code: dict, wall_s: float) -> dict:
             "final_train_loss": summary.get("final_train_loss"),
             "params": summary["params"], "steps": summary["steps"], **reg,
             "wall_s": wall_s, "run_dir": str(rdir.relative_to(study.root)),
+            "curves": read_curves(rdir / "metrics.jsonl"),
             "finished_utc": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "provenance": {**code, "packages": provenance.package_versions(),
                            "cpu": provenance.cpu_model(), "cpu_isa": provenance.cpu_isa(),

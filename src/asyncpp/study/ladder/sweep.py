@@ -72,6 +72,7 @@ from asyncpp.train.config import (
 )
 from asyncpp.train.run import train
 
+from ..curves import read_curves
 from . import provenance
 from .paths import CONFIGS, EXPERIMENTS, REPO
 from .tables import EXTRA_SEEDS, SEEDS, plan, table_cells  # noqa: F401
@@ -261,10 +262,7 @@ def _train_and_record(cell: Cell, seed: int, results: Path, run_dir: Path,
                       if summary.get(k) is not None})
     else:
         final = {"val_loss": None, "train_loss": None}
-    curves = {"step": [r["step"] for r in records],
-              "train_loss": [r["train_loss"] for r in records],
-              "val_step": [r["step"] for r in records if "val_loss" in r],
-              "val_loss": [r["val_loss"] for r in records if "val_loss" in r]}
+    curves = read_curves(mfile)
     mc = cfg.model_config()
     data = summary.get("data", {})
     final.update(wall_s=wall, params=mc.num_params(),
