@@ -13,6 +13,7 @@ Usage::
 
     python experiments/reproduce.py experiments/tiny/results/muon-ef-seed0.json ...
     python experiments/reproduce.py --tier opt-180k --sample 3      # a seeded sample
+    python experiments/reproduce.py --across opt-180k,opt-580k --sample 4   # across strata
     python experiments/reproduce.py --tier tiny --sample 2 --out /tmp/repro.json
     python experiments/reproduce.py --probe experiments/tiny/results/adan-sync-alg1-*-seed1.json
 """
@@ -141,7 +142,7 @@ def check(paths: list[Path], keep: bool = False, probe: bool = False) -> list[di
         for p in paths:
             rec = json.loads(Path(p).read_text())
             commit, how = record_commit(rec)
-            row = {"result": str(p), "recorded": rec["final"].get("val_loss"),
+            row = {"result": _repo_relative(Path(p)), "recorded": rec["final"].get("val_loss"),
                    "commit": commit, "commit_is": how}
             if rec.get("status") != "ok" or commit is None:
                 row.update(status="skipped", why=["not a finished run with a commit"])
@@ -188,6 +189,61 @@ def _line(row: dict) -> str:
     return s
 
 
+def _repo_relative(p: Path) -> str:
+    """``p`` relative to the repository when it lies inside it (a report names files the same
+    way in every clone), else as given."""
+    try:
+        return str(p.resolve().relative_to(REPO))
+    except ValueError:
+        return str(p)
+
+
+def stratum(rec: dict, tier: str) -> tuple[str, str, str]:
+    """(tier, optimizer, mode) of a result: the mode is the schedule and the delay
+    correction of its configuration (``1f1b``, ``2bw+ef``, ...)."""
+    cfg = rec.get("config") or {}
+    opt = (cfg.get("optimizer") or {}).get("name", "?")
+    sched = (cfg.get("pipeline") or {}).get("schedule", "?")
+    corr = (cfg.get("delay") or {}).get("correction", "none")
+    return tier, opt, sched + ("" if corr in (None, "none") else "+" + corr)
+
+
+# the strata a sample across tiers must reach: a larger model, a non-Muon optimizer and a
+# synchronous run (each is a way the reproductions so far could all share one blind spot)
+MUST = (("tier", "opt-580k"), ("optimizer", "adamw"), ("mode", "1f1b"))
+
+
+def sample_across(tiers: list[str], n: int, seed: int = 0,
+                  root: Path | None = None) -> list[Path]:
+    """A seeded sample of ``n`` finished results, one per (tier, optimizer, mode) stratum:
+    first one stratum for each of :data:`MUST` that the tiers hold, then strata not yet
+    sampled, chosen at random, each adding a tier, optimizer or mode not yet covered where it
+    can."""
+    root = root or HERE
+    rng = random.Random(seed)
+    strata: dict[tuple[str, str, str], list[Path]] = {}
+    for t in tiers:
+        for f in sorted((root / t / "results").glob("*.json")):
+            rec = json.loads(f.read_text())
+            if rec.get("status") == "ok" and "reused_from" not in rec:
+                strata.setdefault(stratum(rec, t), []).append(f)
+    keys = sorted(strata)
+    rng.shuffle(keys)
+    field = {"tier": 0, "optimizer": 1, "mode": 2}
+    chosen: list[tuple[str, str, str]] = []
+    for what, value in MUST:
+        if len(chosen) < n and not any(k[field[what]] == value for k in chosen):
+            hit = next((k for k in keys if k[field[what]] == value and k not in chosen), None)
+            if hit is not None:
+                chosen.append(hit)
+    while len(chosen) < n and len(chosen) < len(keys):
+        left = [k for k in keys if k not in chosen]
+        def new(k):
+            return sum(all(c[i] != k[i] for c in chosen) for i in range(3))
+        chosen.append(max(left, key=new))  # max keeps the shuffled order among ties
+    return [rng.choice(strata[k]) for k in chosen]
+
+
 def sample(tier_results: Path, n: int, seed: int = 0) -> list[Path]:
     """A seeded sample of ``n`` finished, not reused results of a results folder."""
     files = []
@@ -202,6 +258,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("results", nargs="*", help="result JSON files")
     ap.add_argument("--tier", help="sample from experiments/<tier>/results/")
+    ap.add_argument("--across", help="comma-separated tiers: sample one result per (tier, "
+                    "optimizer, mode) stratum, reaching opt-580k, AdamW and a synchronous run")
     ap.add_argument("--sample", type=int, default=3)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", help="write the report as JSON here")
@@ -212,11 +270,16 @@ def main(argv=None) -> int:
     paths = [Path(p) for p in args.results]
     if args.tier:
         paths += sample(HERE / args.tier / "results", args.sample, args.seed)
+    if args.across:
+        paths += sample_across(args.across.split(","), args.sample, args.seed)
     if not paths:
-        ap.error("give result files or --tier")
+        ap.error("give result files, --tier or --across")
     rows = check(paths, probe=args.probe)
     if args.out:
         Path(args.out).write_text(json.dumps(rows, indent=1) + "\n")
     bad = [r for r in rows if r["status"] in ("differs", "failed")]
-    print(f"{len(rows) - len(bad)} of {len(rows)} reproduced or skipped; {len(bad)} differ")
+    same = sum(r["status"] == "reproduced" for r in rows)
+    far = max((abs(r["diff"]) for r in rows if "diff" in r), default=0.0)
+    print(f"{same} of {len(rows)} re-ran bit for bit; {len(bad)} differ or failed (largest "
+          f"|Δ| {far:.2e}); {len(rows) - same - len(bad)} skipped")
     return 1 if bad else 0
