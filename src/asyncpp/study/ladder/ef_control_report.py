@@ -135,7 +135,7 @@ def _f(x: float, d: int = 3) -> str:
     return f"{x:+.{d}f}".replace("-", "−")
 
 
-def _ci(e: dict, d: int = 3) -> str:
+def ci_text(e: dict, d: int = 3) -> str:
     if "missing" in e:
         return "— (not yet run)"
     return f"{_f(e['estimate'], d)} [{_f(e['lo'], d)}, {_f(e['hi'], d)}]"
@@ -180,7 +180,7 @@ def render(n: dict) -> str:
             cid != "C2" or e["tost"]["estimate"] >= 0) else "fails"
         verdict = e["verdict"] + ("; different from zero (95 % interval excludes 0)"
                                   if e["different"] else "")
-        md.append(f"| {cid} | {name} | {_ci(e['difference'])} | "
+        md.append(f"| {cid} | {name} | {ci_text(e['difference'])} | "
                   f"[{_f(e['tost']['lo'])}, {_f(e['tost']['hi'])}] | {e['tost']['p']:.3g} | "
                   f"{e['p_holm']:.3g} | {verdict} | {PREDICTIONS[cid]} → **{held}** |")
     md += ["", "## Exploratory (unadjusted 95 % intervals)", "",
@@ -189,7 +189,7 @@ def render(n: dict) -> str:
            "| --- | --- | --- | --- | --- |"]
     for opt, name in OPTIMIZERS.items():
         x = n["exploratory"][opt]
-        md.append(f"| {name} | {_ci(x['E1'])} | {_ci(x['E2'])} | {_pct(x['E3_share'])} | "
+        md.append(f"| {name} | {ci_text(x['E1'])} | {ci_text(x['E2'])} | {_pct(x['E3_share'])} | "
                   f"{_pct(x['E3_net_share'])} |")
     md += [""]
     if n["shares_confounded"]:
@@ -228,8 +228,8 @@ def marker(kind: str, args: tuple[str, ...], numbers: Path = NUMBERS) -> str:
         if kind == "efcv":
             return (f"{e['verdict'].split(' (')[0]} (TOST ±{n['margin']:g}, p after Holm "
                     f"{e['p_holm']:.2g})")
-        return _ci(e["difference"])
-    return _ci(n["exploratory"][args[1]][args[0]])
+        return ci_text(e["difference"])
+    return ci_text(n["exploratory"][args[1]][args[0]])
 
 
 def main(argv=None) -> int:
