@@ -700,9 +700,10 @@ def resolve_placement(cfg: Config, world: int) -> Placement:
                               f"wpipe and zb-v do, but pipeline.schedule={p.schedule!r} has no "
                               "such pairing; use --pipeline.placement looped (or auto)")
         if 2 * world != P:
+            n = P // 2
             raise ConfigError(f"pipeline.placement='paired' runs the {P} stages two per rank "
-                              f"on {P // 2} ranks, but torchrun launched {world}; launch "
-                              f"{P // 2} processes")
+                              f"on {n} rank{'s' * (n != 1)}, but torchrun launched {world}; "
+                              f"launch {n} process{'es' * (n != 1)}")
         ranks = tuple((d, P // 2 + d) if spec.grouped else (d, P - 1 - d)
                       for d in range(P // 2))
     else:  # looped
