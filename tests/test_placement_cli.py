@@ -174,7 +174,8 @@ def test_looped_2bw_equals_the_simulation_and_resumes_in_one_process(runs, tmp_p
 # -- placements that cannot work ---------------------------------------------------------------
 BAD = [
     (["--pipeline.schedule", "1f1b", "--pipeline.stages", "3"],
-     "the world size 2 does not fit pipeline.stages=3; launch a multiple of 3 processes"),
+     "the world size 2 is not divisible by pipeline.stages=3, nor is 3 a multiple of it; "
+     "launch a multiple of 3 processes"),
     (["--pipeline.schedule", "wpipe", "--pipeline.stages", "3"],
      "wpipe splits the partitions into two groups of equal size, so it needs an even number"),
     (["--pipeline.schedule", "1f1b", "--pipeline.placement", "paired"],
@@ -223,8 +224,8 @@ def test_a_bad_placement_under_torchrun_stops_every_rank_with_exit_2(tmp_path):
                      "--run.dir", str(tmp_path / "run")], tmp_path / "cache", timeout=90)
     assert proc.returncode != 0
     out = proc.stdout + proc.stderr
-    line = ("asyncpp-train: error: the world size 2 does not fit pipeline.stages=3; launch a "
-            "multiple of 3 processes (one stage per rank)\n")
+    line = ("asyncpp-train: error: the world size 2 is not divisible by pipeline.stages=3, nor "
+            "is 3 a multiple of it; launch a multiple of 3 processes (one stage per rank)\n")
     assert out.count(line) == 2, out[-3000:]  # one line from each rank
     assert out.count("exitcode  : 2") >= 1, out[-3000:]
     assert not (tmp_path / "run").exists()

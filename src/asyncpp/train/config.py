@@ -687,8 +687,8 @@ def resolve_placement(cfg: Config, world: int) -> Placement:
                 "paired" if pairs and 2 * world == P else
                 "looped" if P % world == 0 else None)
         if name is None:
-            raise ConfigError(f"the world size {world} does not fit pipeline.stages={P}; "
-                              + _placement_fix(P, world))
+            raise ConfigError(f"the world size {world} is not divisible by pipeline.stages="
+                              f"{P}, nor is {P} a multiple of it; " + _placement_fix(P, world))
     if name == "one-per-rank":
         if world % P:
             raise ConfigError(f"the world size {world} is not divisible by pipeline.stages={P} "
