@@ -37,6 +37,9 @@ examples:
   asyncpp-train --config configs/demo.toml --print-config
   asyncpp-train --run.name demo --resume            # continue runs/demo from its checkpoint
   torchrun --nproc-per-node 2 -m asyncpp.train.cli --config ...   # multi-process executor
+  torchrun --nproc-per-node 2 -m asyncpp.train.cli --config ... --pipeline.schedule wpipe \
+      --pipeline.stages 4 --pipeline.microbatches 4 --model.tie_embeddings false \
+      --train.clip_scope stage     # 4 partitions, two per rank (--pipeline.placement)
 
 Every option is also a TOML key: --section.key VALUE  <=>  [section] key = VALUE.
 Outputs (run directory): config.toml/json, metrics.jsonl, checkpoints/, loss.png,

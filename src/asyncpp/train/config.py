@@ -29,6 +29,8 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 SCHEDULES = CONFIG_SCHEDULES
+PLACEMENTS = ("auto", "one-per-rank", "paired", "looped")
+"""The values of ``pipeline.placement`` (:func:`resolve_placement`)."""
 OPTIMIZER_NAMES = OPTIMIZERS
 __all__ = ["ASYNC_SCHEDULES", "SCHEDULES", "OPTIMIZER_NAMES"]  # re-exported for callers
 
@@ -216,11 +218,18 @@ class DelaySection:
 
 @dataclass(frozen=True)
 class PipelineSection:
-    schedule: str = opt("none", "none, gpipe, 1f1b, zb-h1 (synchronous) or pipedream, 2bw, wpipe "
-                        "(async; wpipe: even stages = partitions, two per device)",
+    schedule: str = opt("none", "none, gpipe, 1f1b, zb-h1, zb-v (synchronous) or pipedream, "
+                        "2bw, wpipe (async; wpipe: even stages = partitions, under torchrun "
+                        "two per rank on P/2 ranks, see pipeline.placement)",
                         choices=SCHEDULES)
     stages: int = opt(1, "pipeline stages P", lo=1)
     microbatches: int = opt(1, "microbatches m per step (divides train.batch_size)", lo=1)
+    placement: str = opt("auto", "torchrun: which stages each rank runs. one-per-rank (world = "
+                         "dp·P); paired (P/2 ranks, two stages each: wpipe's d and P/2+d, "
+                         "zb-v's d and P-1-d); looped (stage s on rank s mod world, P a "
+                         "multiple of the world size); auto: one-per-rank if the world size is "
+                         "a multiple of P, else paired for wpipe/zb-v on P/2 ranks, else looped",
+                         choices=PLACEMENTS)
     simulate: bool = opt(False, "run the schedule's delays in one process (DelayedOptimizer)")
 
 
@@ -618,9 +627,8 @@ def validate(cfg: Config, world_size: int | None = None) -> None:
                           f"launched {world_size}; choose a pipeline schedule (e.g. "
                           f"--pipeline.schedule 1f1b --pipeline.stages {world_size}) or run "
                           "without torchrun")
-    if world_size is not None and world_size > 1 and world_size % p.stages:
-        raise ConfigError(f"the world size {world_size} is not divisible by pipeline.stages="
-                          f"{p.stages}; launch a multiple of {p.stages} processes")
+    if world_size is not None and world_size > 1 and p.schedule != "none" and not p.simulate:
+        resolve_placement(cfg, world_size)  # raises ConfigError for a placement that cannot work
     if dl.spectral_drift and not dl.track_updates:
         raise ConfigError("delay.spectral_drift reads the updates delay.track_updates records; "
                           "set --delay.track_updates true")
@@ -629,6 +637,95 @@ def validate(cfg: Config, world_size: int | None = None) -> None:
                           "runs over all stages' matrices); use pipeline.simulate=true")
     if p.simulate and world_size is not None and world_size > 1:
         raise ConfigError("--simulate runs the pipeline in one process; launch without torchrun")
+
+
+# -- placement under torchrun ---------------------------------------------------------------------
+@dataclass(frozen=True)
+class Placement:
+    """Which stages each rank of one pipeline runs under ``torchrun``: ``ranks[r]`` are the
+    stages of pipeline rank r; ``dp`` pipelines (data-parallel replicas) fill the world. The
+    name is ``one-per-rank`` whenever every rank runs one stage (a looped placement on P ranks
+    is one)."""
+
+    name: str
+    ranks: tuple[tuple[int, ...], ...]
+    dp: int
+
+    @property
+    def several_per_rank(self) -> bool:
+        return any(len(d) > 1 for d in self.ranks)
+
+
+def _placement_fix(P: int, world: int) -> str:
+    divisors = [w for w in range(2, P) if P % w == 0]
+    several = (f", or {' or '.join(map(str, divisors))} processes for several stages per rank "
+               "(--pipeline.placement looped)") if divisors else ""
+    return f"launch a multiple of {P} processes (one stage per rank){several}"
+
+
+def resolve_placement(cfg: Config, world: int) -> Placement:
+    r"""The :class:`Placement` of ``pipeline.placement`` for a torchrun world of ``world``
+    ranks, or :class:`ConfigError` naming why it cannot work and what to launch instead:
+
+    - ``one-per-rank``: world = dp·P, rank r runs stage r mod P of replica r div P;
+    - ``paired`` (wpipe, zb-v; world = P/2): rank d runs WPipe's partitions d and P/2 + d, or
+      ZB-V's stages d and P − 1 − d (the schedule's own placement,
+      :func:`asyncpp.pipeline.default_devices`);
+    - ``looped`` (P a multiple of world = R): rank d runs stages d, d + R, d + 2R, …
+      (:func:`asyncpp.pipeline.looped_devices`);
+    - ``auto``: one-per-rank if world mod P = 0, else paired for wpipe/zb-v on P/2 ranks,
+      else looped if P mod world = 0.
+
+    Several stages per rank hold no weight tied between the first and the last stage and clip
+    each stage by its own norm (``train.clip_scope = stage``): a global norm would join the
+    updates of stages the schedule keeps apart on one rank."""
+    p, spec = cfg.pipeline, cfg.schedule_spec
+    P, name = p.stages, p.placement
+    pairs = spec.grouped or spec.v_shaped
+    if name == "auto":
+        name = ("one-per-rank" if world % P == 0 else
+                "paired" if pairs and 2 * world == P else
+                "looped" if P % world == 0 else None)
+        if name is None:
+            raise ConfigError(f"the world size {world} is not divisible by pipeline.stages="
+                              f"{P}, nor is {P} a multiple of it; " + _placement_fix(P, world))
+    if name == "one-per-rank":
+        if world % P:
+            raise ConfigError(f"the world size {world} is not divisible by pipeline.stages={P} "
+                              f"(pipeline.placement={p.placement}); " + _placement_fix(P, world))
+        return Placement("one-per-rank", tuple((s,) for s in range(P)), world // P)
+    if name == "paired":
+        if not pairs:
+            raise ConfigError(f"pipeline.placement='paired' places the stages two per rank as "
+                              f"wpipe and zb-v do, but pipeline.schedule={p.schedule!r} has no "
+                              "such pairing; use --pipeline.placement looped (or auto)")
+        if 2 * world != P:
+            n = P // 2
+            raise ConfigError(f"pipeline.placement='paired' runs the {P} stages two per rank "
+                              f"on {n} rank{'s' * (n != 1)}, but torchrun launched {world}; "
+                              f"launch {n} process{'es' * (n != 1)}")
+        ranks = tuple((d, P // 2 + d) if spec.grouped else (d, P - 1 - d)
+                      for d in range(P // 2))
+    else:  # looped
+        if P % world:
+            raise ConfigError(f"pipeline.placement='looped' puts stage s on rank s mod {world}, "
+                              f"so pipeline.stages={P} must be a multiple of the world size "
+                              f"{world}; launch a divisor of {P} processes")
+        ranks = tuple(tuple(range(d, P, world)) for d in range(world))
+    placed = Placement(name, ranks, 1)
+    if not placed.several_per_rank:
+        return Placement("one-per-rank", ranks, 1)
+    where = f"{P} stages on {world} ranks (pipeline.placement={name})"
+    if cfg.model_config().tie_embeddings:
+        ext = cfg.model.external
+        raise ConfigError(f"{where} cannot hold the embedding/head tied between the first and "
+                          "the last stage; set " + ("tie_word_embeddings false in its config"
+                                                    if ext else "--model.tie_embeddings false"))
+    if cfg.train.grad_clip > 0 and cfg.train.clip_scope == "global":
+        raise ConfigError(f"{where} clips each stage by its own gradient norm (a global norm "
+                          "would join updates the schedule keeps apart on one rank); set "
+                          "--train.clip_scope stage or --train.grad_clip 0")
+    return placed
 
 
 # -- writing ------------------------------------------------------------------------------------

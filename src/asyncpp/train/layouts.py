@@ -40,12 +40,14 @@ from .config import Config
 
 @dataclass(frozen=True)
 class Layout:
-    """How a run executes: ``processes`` (1: one process; else a torchrun world of dp·P ranks),
-    ``stages`` P and data-parallel replicas ``dp``."""
+    """How a run executes: ``processes`` (1: one process; else a torchrun world of ranks),
+    ``stages`` P, data-parallel replicas ``dp`` and, under torchrun, the ``placement`` of the
+    stages on the ranks (``pipeline.placement`` resolved: one-per-rank, paired or looped)."""
 
     processes: int
     stages: int
     dp: int = 1
+    placement: str = "one-per-rank"
 
     @property
     def distributed(self) -> bool:
@@ -55,21 +57,25 @@ class Layout:
         if not self.distributed:
             return f"one process at P={self.stages}"
         dp = f", dp={self.dp}" if self.dp > 1 else ""
-        return f"a torchrun launch of {self.processes} ranks (P={self.stages}{dp})"
+        where = "" if self.placement == "one-per-rank" else f", {self.placement} placement"
+        return f"a torchrun launch of {self.processes} ranks (P={self.stages}{dp}{where})"
 
     def how_to_resume(self) -> str:
         """The command-line shape that resumes in this layout."""
         if not self.distributed:
             return f"resume it in one process with --pipeline.stages {self.stages}"
+        where = "" if self.placement == "one-per-rank" else \
+            f" --pipeline.placement {self.placement}"
         return (f"resume it under torchrun --nproc-per-node {self.processes} with "
-                f"--pipeline.stages {self.stages}")
+                f"--pipeline.stages {self.stages}{where}")
 
 
 def checkpoint_layout(ckpt: dict) -> Layout:
     """The layout that wrote ``ckpt`` (a one-process checkpoint or a torchrun manifest)."""
     d = ckpt.get("distributed")
     if d is not None:
-        return Layout(int(d["world_size"]), int(d["stages"]), int(d.get("dp", 1)))
+        return Layout(int(d["world_size"]), int(d["stages"]), int(d.get("dp", 1)),
+                      str(d.get("placement", "one-per-rank")))
     return Layout(1, int(ckpt["config"]["pipeline"].get("stages", 1)))
 
 

@@ -1,9 +1,16 @@
-r"""The ``torchrun`` step backend: this rank runs one pipeline stage on
+r"""The ``torchrun`` step backend: this rank runs its pipeline stage (or stages) on
 :class:`~asyncpp.pipeline.PipelineExecutor`, streaming steps without draining between them.
 
-World layout: ``WORLD_SIZE = dp · P`` with ``P = pipeline.stages``; rank ``r`` is stage
+World layout (``pipeline.placement``, :func:`~asyncpp.train.config.resolve_placement`): one
+stage per rank, ``WORLD_SIZE = dp · P`` with ``P = pipeline.stages``, rank ``r`` is stage
 ``r mod P`` of data-parallel replica ``r div P`` (stage-fastest, as
-:meth:`PipelineTopology.create` splits it). Stage s holds the layers of
+:meth:`PipelineTopology.create` splits it); or several stages per rank, one pipeline over the
+whole world — ``paired`` (WPipe's partitions d and P/2 + d on rank d of P/2, ZB-V's d and
+P − 1 − d) or ``looped`` (stage s on rank s mod WORLD_SIZE). Several stages per rank run in
+the order the simulator merged their programs, interleaved by readiness, with gloo; each
+stage clips by its own norm, no weight is tied between the first and the last stage, and a
+stop takes effect at the end of the call of ``train.log_every`` steps in progress (the
+executor cannot shorten a running merged program). Stage s holds the layers of
 :func:`asyncpp.models.pipeline_boundaries` — the same groups as the single-process simulation —
 initialised by :meth:`Transformer.init_weights` (per-parameter seeds, so a stage draws exactly
 the weights the whole model would).
@@ -63,23 +70,21 @@ from .components import (
     prepare_run,
     validation_set,
 )
-from .config import Config, ConfigError, from_dict
+from .config import Config, ConfigError, from_dict, resolve_placement
 from .layouts import Layout, change_error, checkpoint_layout
 from .stage_report import rank_entry
 from .steps import Prefetcher, StepOut
 
 
 def check_layout(cfg: Config, world: int) -> tuple[int, int]:
-    """``(dp, P)`` of a world of ``world`` ranks: dp = world / P; ``ConfigError`` unless
-    B mod (dp·m) = 0 and the run uses only settings the executor realises."""
+    """``(dp, P)`` of a world of ``world`` ranks (dp pipelines of
+    :func:`~asyncpp.train.config.resolve_placement`); ``ConfigError`` unless the placement
+    works, B mod (dp·m) = 0 and the run uses only settings the executor realises."""
     P, m, B = cfg.pipeline.stages, cfg.pipeline.microbatches, cfg.train.batch_size
     if cfg.pipeline.schedule == "none":
         raise ConfigError(f"pipeline.schedule='none' trains in one process, but {world} ranks "
                           "were launched; choose a pipeline schedule or run without torchrun")
-    if world % P:
-        raise ConfigError(f"the world size {world} is not divisible by pipeline.stages={P}; "
-                          f"launch a multiple of {P} processes")
-    dp = world // P
+    dp = resolve_placement(cfg, world).dp
     if B % (dp * m):
         raise ConfigError(
             f"train.batch_size={B} must split into {dp} data-parallel replicas × {m} "
@@ -113,7 +118,8 @@ def agree(error: str | None) -> None:
 
 def launch_layout(cfg: Config, world: int) -> Layout:
     """The layout of this torchrun launch of ``world`` ranks."""
-    return Layout(world, cfg.pipeline.stages, world // cfg.pipeline.stages)
+    placed = resolve_placement(cfg, world)
+    return Layout(world, cfg.pipeline.stages, placed.dp, placed.name)
 
 
 
@@ -172,13 +178,41 @@ class PipelineBackend:
         return self.stop.get("signal")
 
     # -- set-up ----------------------------------------------------------------------------
+    def _build_stage(self, s: int, P: int, m: int):
+        """Stage ``s`` of ``P`` on this rank's device: the same sub-modules and initial weights
+        as stage s of the whole model (per-parameter seeds)."""
+        cfg, device = self.cfg, self.device
+        mc = cfg.model_config()
+        if cfg.model.external is not None:
+            from .external_model import pipeline_stage
+
+            return pipeline_stage(mc, cfg.run.seed, s, P, device)
+        model = build_model(mc, device="meta")
+        stage = build_stage(model.pipeline_layers(), s, P,
+                            boundaries=pipeline_boundaries(mc.n_layers, P))
+        split_stage(model, s, P)  # the same sub-modules as `stage`, others dropped
+        model.to_empty(device=device)
+        if mc.tie_embeddings and model.tok_embeddings is not None \
+                and model.output is not None:
+            model.output.weight = model.tok_embeddings.weight  # to_empty unties
+        model.init_weights(cfg.run.seed)
+        model.set_aux_loss_scale(1.0 / (m // self.k))
+        return stage
+
     def setup(self, manifest: dict | None) -> int:
         cfg, device = self.cfg, self.device
         dp, P = check_layout(cfg, self.world)
+        self.placed = placed = resolve_placement(cfg, self.world)
+        several = placed.several_per_rank
+        if several and device.type == "cuda":
+            raise ConfigError(f"{P} stages on {self.world} ranks (pipeline.placement="
+                              f"{placed.name}) need the gloo backend, which does not run on "
+                              f"CUDA devices; launch a multiple of {P} processes (one stage per "
+                              "rank) on GPUs, or use --run.device cpu")
         m = cfg.pipeline.microbatches
         self.dp = dp
         timeout = cfg.run.peer_timeout_s
-        self.topo = topo = PipelineTopology.create(P, timeout=timeout)
+        self.topo = topo = PipelineTopology.create(len(placed.ranks), timeout=timeout)
         # Metrics and stop requests travel on their own CPU group, so their all-reduce never
         # queues behind the pipeline's messages (and needs no device synchronisation).
         self.ctrl = dist.new_group(backend="gloo", timeout=_td(timeout))
@@ -187,57 +221,50 @@ class PipelineBackend:
         self.ckpt_group = dist.new_group(backend="gloo",
                                          timeout=_td(cfg.run.checkpoint_timeout_s))
         self.valid = ckpt_io.ValidSteps()
-        s = topo.stage
-        mc = cfg.model_config()
-        if cfg.model.external is not None:
-            from .external_model import pipeline_stage
-
-            stage = pipeline_stage(mc, cfg.run.seed, s, P, device)
-        else:
-            model = build_model(mc, device="meta")
-            stage = build_stage(model.pipeline_layers(), s, P,
-                                boundaries=pipeline_boundaries(mc.n_layers, P))
-            split_stage(model, s, P)  # the same sub-modules as `stage`, others dropped
-            model.to_empty(device=device)
-            if mc.tie_embeddings and model.tok_embeddings is not None \
-                    and model.output is not None:
-                model.output.weight = model.tok_embeddings.weight  # to_empty unties
-            model.init_weights(cfg.run.seed)
-            model.set_aux_loss_scale(1.0 / (m // self.k))
+        self.mine = mine = list(placed.ranks[topo.stage])
+        modules = {s: self._build_stage(s, P, m) for s in mine}
         torch.manual_seed(cfg.run.seed)
         dp_group = topo.dp_group if dp > 1 else None
-        self.dopt = dopt = build_stage_optimizer(cfg, stage.named_parameters(), s, device,
-                                                 dp_group=dp_group)
+        dopts = {s: build_stage_optimizer(cfg, modules[s].named_parameters(), s, device,
+                                          dp_group=dp_group) for s in mine}
+        self.dopts = list(dopts.values())
         clip = cfg.train.grad_clip if cfg.train.grad_clip > 0 else None
         T, k = cfg.train.steps, self.k
 
         def before_update(applied_at: int) -> None:
-            apply_lr(dopt.optimizer, cfg, lr_at(cfg, applied_at // k))
+            for d in self.dopts:
+                apply_lr(d.optimizer, cfg, lr_at(cfg, applied_at // k))
 
-        last = topo.is_last
+        last_module = modules.get(P - 1)
 
         def forward(module, weights, args):
             with autocast_context(cfg, device):
-                if last:  # the loss inside the (compiled) graph; args = (*inputs, targets)
+                if module is last_module:  # the loss in the (compiled) graph; args = (*x, y)
                     return lm_loss(functional_call(module, weights, args[:-1]), args[-1])
                 return functional_call(module, weights, args)
 
-        self.ex = ex = PipelineExecutor(
-            stage, dopt, schedule=cfg.pipeline.schedule, num_microbatches=m, topology=topo,
+        options = dict(
+            schedule=cfg.pipeline.schedule, num_microbatches=m, topology=topo,
             loss_fn=None, max_grad_norm=clip, clip_scope=cfg.train.clip_scope,
             timeout=timeout, config=cfg.resolved().to_dict(), before_update=before_update,
             forward_fn=torch.compile(forward) if cfg.run.compile else forward,
             # Update tracking reads each update when its step completes, so nothing may wait.
             eager_updates=cfg.delay.track_updates)
+        if several:
+            self.ex = ex = PipelineExecutor(modules, dopts, placement=placed.ranks, **options)
+        else:
+            self.ex = ex = PipelineExecutor(modules[mine[0]], dopts[mine[0]], **options)
         if cfg.delay.track_updates:
-            self.meter = DriftMeter.for_optimizers([dopt], T * k)
-            named = dict(stage.named_parameters())
-            tied = set(stage.tied_parameters) if (last and P > 1) else set()
-            dopt.exclude_from_stats(named[n] for n in tied if n in named)
+            self.meter = DriftMeter.for_optimizers(self.dopts, T * k)
+            for s in mine:
+                if s == P - 1 and P > 1:
+                    named = dict(modules[s].named_parameters())
+                    dopts[s].exclude_from_stats(named[n] for n in modules[s].tied_parameters
+                                                if n in named)
         sampler = BatchSampler(self.data.train, cfg.train.batch_size, seed=cfg.run.seed)
         B = cfg.train.batch_size
         rows = slice(topo.dp_rank * B // dp, (topo.dp_rank + 1) * B // dp)
-        self.batches = Prefetcher(sampler, device, rows, need=(topo.is_first, last))
+        self.batches = Prefetcher(sampler, device, rows, need=(0 in mine, P - 1 in mine))
         start = 0
         if manifest is not None and manifest.get("resharded_from"):
             state = reshard.from_checkpoint(manifest, from_dict(manifest["config"]))
@@ -269,17 +296,28 @@ class PipelineBackend:
     # -- steps -------------------------------------------------------------------------------
     def delay_of(self, step: int) -> int:
         i = step * self.k
-        return 0 if self.dopt.schedule.in_sync_window(i) else max(self.cfg.stage_delays())
+        return 0 if self.dopts[0].schedule.in_sync_window(i) else max(self.cfg.stage_delays())
 
     def end_after(self, step: int) -> None:
-        self.ex.end_after(step)
+        if self.placed.several_per_rank:  # the call in progress runs to its end (see run)
+            self._end = min(self._end, step + 1)
+        else:
+            self.ex.end_after(step)
 
     def run(self, first: int, num_steps: int):
+        """Stream ``num_steps`` steps. With several stages per rank the executor runs a fixed
+        program that cannot be shortened once started, so the steps go in calls of
+        ``train.log_every`` steps and a stop (:meth:`end_after`) takes effect at the end of
+        the call in progress (a drain there changes no number)."""
         if first != self.ex.next_step:
             raise RuntimeError(f"the executor is at step {self.ex.next_step}, not {first}")
-        for out in self.ex.run_steps(self.batches, num_steps):
-            drift = self.meter.collect([self.dopt]) if self.meter is not None else []
-            yield StepOut(out.step, out.loss, out.grad_sq, None, drift)
+        self._end = first + num_steps
+        call = self.cfg.train.log_every if self.placed.several_per_rank else num_steps
+        while self.ex.next_step < self._end:
+            n = min(call, self._end - self.ex.next_step)
+            for out in self.ex.run_steps(self.batches, n):
+                drift = self.meter.collect(self.dopts) if self.meter is not None else []
+                yield StepOut(out.step, out.loss, out.grad_sq, None, drift)
         self.next_step = self.ex.next_step
 
     # -- metrics -----------------------------------------------------------------------------
@@ -329,7 +367,8 @@ class PipelineBackend:
 
     def evaluate(self, final: bool) -> Evaluation:
         ex = self.ex
-        version = None if final else ex.version_for_step(ex.next_step)
+        version = None if final else {s: ex.version_for_step(ex.next_step, stage=s)
+                                      for s in ex.contexts}
         plan, sample = self.val_final if final else (self.val, [])
         batches = []
         for b in plan + sample:
@@ -345,7 +384,8 @@ class PipelineBackend:
         a full disk on any rank, or a peer that stalls or dies while checkpointing, stops
         every rank with one line and the newest complete checkpoint intact."""
         cfg = self.cfg
-        layout = {"world_size": self.world, "stages": cfg.pipeline.stages, "dp": self.dp}
+        layout = {"world_size": self.world, "stages": cfg.pipeline.stages, "dp": self.dp,
+                  "placement": self.placed.name}
         shard = {"format": ckpt_io.FORMAT, "step": step, "rank": self.rank, "layout": layout,
                  "executor": self.ex.state_dict(), "sampler": self.batches.state_dict(),
                  "rng": ckpt_io.rng_state(),
@@ -400,12 +440,14 @@ class PipelineBackend:
     def summary_fields(self) -> dict:
         cfg = self.cfg
         return {"world_size": self.world, "stages": cfg.pipeline.stages, "dp": self.dp,
+                "placement": self.placed.name,
+                "rank_stages": [list(d) for d in self.placed.ranks],
                 **(self.meter.summary() if self.meter is not None else {})}
 
     def rank_reports(self) -> list[dict]:
         """Collective on the CPU group: every rank's memory and stage times."""
         t = self.topo
-        mine = rank_entry(self.rank, t.dp_rank, [t.stage], self.device, self.ex.stage_times())
+        mine = rank_entry(self.rank, t.dp_rank, self.mine, self.device, self.ex.stage_times())
         everyone: list = [None] * self.world
         dist.all_gather_object(everyone, mine, group=self.ctrl)
         return everyone

@@ -3,7 +3,7 @@ every microbatch in stage order (one global sequence), activations travel as in 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 import torch
 
@@ -16,13 +16,15 @@ def evaluate(ex, batches: Iterable, version: int | None = None) -> list[float]:
     weight version (default: the newest, i.e. the stages' parameters), averaged over
     microbatches and data-parallel replicas; returned on every rank. Batches may differ in
     size (each batch's first activation carries its shape). With several stages per rank,
-    ``version`` is the label for each stage (every stage must hold it)."""
+    ``version`` is the label for each stage (every stage must hold it), or a mapping
+    {stage: label} (WPipe's two groups read different versions at one step)."""
     batches = list(batches)
     weights = {}
     for s, ctx in ex.contexts.items():
-        v = ctx.newest if version is None else version
+        v = ctx.newest if version is None else \
+            version[s] if isinstance(version, Mapping) else version
         if v not in ctx.versions:
-            raise ValueError(f"version {version} is not held; live: "
+            raise ValueError(f"version {v} of stage {s} is not held; live: "
                              f"{sorted(ctx.versions)}")
         weights[s] = ctx.versions[v]
     P, m = ex.num_stages, ex.num_microbatches
