@@ -1,5 +1,5 @@
 """When asynchronous pipelining pays, at P ∈ {4, 8, 16, 32} stages: PipeDream-2BW against
-1F1B, interleaved 1F1B and the zero-bubble V schedule, from measured op costs.
+1F1B, interleaved 1F1B and the zero-bubble schedules ZB-H1 and ZB-V, from measured op costs.
 
 Costs (per stage and microbatch): forward ``t_f``, backward ``t_b`` (of which ``t_w`` computes
 weight gradients, ``t_b − t_w`` input gradients), the optimizer update ``t_upd`` and one
@@ -22,8 +22,13 @@ Step time T of one optimizer step of m microbatches on P devices, and its deriva
   assumed), with
   :math:`\\min(mv,\\ 2(P - 1) + (v - 1)P + 1)` chunk-microbatches of activations held on device 0
   (Megatron-LM's warm-up count + 1), i.e. that many :math:`1/v` of a stage-microbatch.
-* **ZB-V** (Qi et al., 2024; zero-bubble "V": 2 chunks per device, backward split into input
-  and weight gradients): also not simulated; its published bubble is used,
+* **ZB-H1** and **ZB-V** (Qi et al., 2024; the backward split into input and weight
+  gradients; ZB-V: two stages per device in a V, 2P stages of half a stage's cost each):
+  asyncpp's own schedules (``schedules.zb_h1``, ``schedules.zb_v``), simulated like 1F1B with
+  the backward split at the measured weight part (``simulate_devices(..., t_weight=t_w)``),
+  ZB-V from m = P.
+* **ZB-V (published bubble)**, beside the simulated one as a check of the engine: its
+  published bubble,
   :math:`T = m(t_f + t_b) + (P - 1)\\max(0,\\ t_f + t_b - 3t_w) + t_{upd} + c_{P,m}`
   — ZB-H2's bubble :math:`(P - 1)(T_F + T_B - 2T_W)` in the paper's terms, where the backward
   :math:`T_B = t_b - t_w` excludes the weight gradients :math:`T_W = t_w`; the V shape reaches it
@@ -48,9 +53,11 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SCHEDULES = ("1f1b", "2bw", "interleaved-1f1b", "zb-v")
+SCHEDULES = ("1f1b", "2bw", "interleaved-1f1b", "zb-h1", "zb-v", "zb-v-formula")
 LABEL = {"1f1b": "1F1B", "2bw": "2BW (async)", "interleaved-1f1b": "interleaved 1F1B (v=2)",
-         "zb-v": "ZB-V"}
+         "zb-h1": "ZB-H1", "zb-v": "ZB-V", "zb-v-formula": "ZB-V (published bubble)"}
+WHY_NOT = {"interleaved-1f1b": "m not a multiple of P", "zb-v": "m < P",
+           "zb-v-formula": "m < 2P"}
 
 
 def costs_from_peer(path: Path = HERE / "results" / "peer_torch.json",
@@ -94,6 +101,37 @@ def simulated(name: str, P: int, m: int, c: dict, warm: int = 2) -> dict:
             "weights": 2 if name == "2bw" else 1}
 
 
+def _activation_peak_devices(sim, per_stage: float) -> float:
+    """Most activations held on any device, from the simulated intervals: a forward holds one
+    until its backward (``B``) or, split, its weight half (``W``, which still reads the input)
+    has run; ``per_stage`` converts a partition's microbatch to stage-microbatches."""
+    peak = 0.0
+    for dev in sim.devices:
+        held = 0
+        for iv in sorted((i for i in sim.intervals if i.stage in dev), key=lambda i: i.start):
+            held += 1 if iv.kind == "F" else (-1 if iv.kind in ("B", "W") else 0)
+            peak = max(peak, held * per_stage)
+    return peak
+
+
+def zero_bubble_simulated(name: str, P: int, m: int, c: dict, warm: int = 2) -> dict | None:
+    """ZB-H1 on P devices, or ZB-V on P devices (2P stages of half a stage's cost, two per
+    device in a V), simulated with the backward split at the measured weight part ``t_w``
+    (:func:`asyncpp.pipeline.simulator.simulate_devices`), steady state as for 1F1B; None for
+    ZB-V below m = P (no V steady state with fewer microbatches than devices)."""
+    from asyncpp.pipeline.schedules import build
+    from asyncpp.pipeline.simulator import simulate_devices
+
+    stages, f = (P, 1.0) if name == "zb-h1" else (2 * P, 0.5)
+    if name == "zb-v" and m < P:
+        return None
+    kw = dict(t_forward=f * c["t_f"], t_backward=f * c["t_b"], t_comm=c["t_c"],
+              t_optimizer=f * c["t_upd"], t_weight=f * c["t_w"], weight_memory=False)
+    a = simulate_devices(build(name, stages, m, warm), None, **kw)
+    b = simulate_devices(build(name, stages, m, warm + 1), None, **kw)
+    return {"T": b.makespan - a.makespan, "act": _activation_peak_devices(b, f), "weights": 1}
+
+
 def interleaved(P: int, m: int, c: dict, comm: float, v: int = 2) -> dict | None:
     """Interleaved 1F1B (published step time, Megatron-LM's warm-up count, message cost
     ``comm``); None unless m is a multiple of P."""
@@ -133,7 +171,9 @@ def table(c: dict, Ps=(4, 8, 16, 32), factors=(1, 2, 4)) -> list[dict]:
             comm = one["T"] - one_f_one_b_formula(P, m, c)  # what the messages add to 1F1B
             cells = {"1f1b": one, "2bw": simulated("2bw", P, m, c),
                      "interleaved-1f1b": interleaved(P, m, c, comm),
-                     "zb-v": zero_bubble_v(P, m, c, comm)}
+                     "zb-h1": zero_bubble_simulated("zb-h1", P, m, c),
+                     "zb-v": zero_bubble_simulated("zb-v", P, m, c),
+                     "zb-v-formula": zero_bubble_v(P, m, c, comm)}
             base = cells["1f1b"]["T"]
             for name in SCHEDULES:
                 r = cells[name]
@@ -144,15 +184,17 @@ def table(c: dict, Ps=(4, 8, 16, 32), factors=(1, 2, 4)) -> list[dict]:
                              "step_s": r["T"], "throughput_vs_1f1b": base / r["T"],
                              "bubble": 1 - work / r["T"], "weights": r["weights"],
                              "activations": r["act"],
-                             "how": "simulated" if name in ("1f1b", "2bw") else "formula"})
+                             "how": ("formula" if name in ("interleaved-1f1b", "zb-v-formula")
+                                     else "simulated")})
     return rows
 
 
 def best_synchronous(rows: list[dict]) -> dict[tuple[int, int], dict]:
-    """Per (P, m): the fastest synchronous schedule's row, and 2BW's."""
+    """Per (P, m): the fastest synchronous schedule's row, and 2BW's (ZB-V's published bubble
+    is a check of the engine's ZB-V, not a schedule of its own)."""
     out: dict[tuple[int, int], dict] = {}
     for r in rows:
-        if not r["modelled"]:
+        if not r["modelled"] or r["schedule"] == "zb-v-formula":
             continue
         k = (r["P"], r["m"])
         cell = out.setdefault(k, {})
@@ -170,7 +212,7 @@ def render(rows: list[dict]) -> str:
     out = [head, "| --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
         if not r["modelled"]:
-            why = "m not a multiple of P" if r["schedule"] == "interleaved-1f1b" else "m < 2P"
+            why = WHY_NOT[r["schedule"]]
             out.append(f"| {r['P']} | {r['m']} | {LABEL[r['schedule']]} | — ({why}) | | | |")
             continue
         out.append(f"| {r['P']} | {r['m']} | {LABEL[r['schedule']]} | "
@@ -253,6 +295,10 @@ def facts(rows: list[dict]) -> dict:
         return by[(P, m, s)]["throughput_vs_1f1b"]
 
     zb = [thr(P, m, "2bw") / thr(P, m, "zb-v") for (P, m, s) in by if s == "zb-v"]
+    zbh = [thr(P, m, "2bw") / thr(P, m, "zb-h1") for (P, m, s) in by if s == "zb-h1"]
+    # the engine's ZB-V against the published bubble, where both are modelled
+    formula = [thr(P, m, "zb-v") / thr(P, m, "zb-v-formula") for (P, m, s) in by
+               if s == "zb-v-formula" and (P, m, "zb-v") in by]
     cells = best_synchronous(rows)
     at_p = [(c["2bw"]["throughput_vs_1f1b"] / c["sync"]["throughput_vs_1f1b"],
              c["sync"]["schedule"]) for (P, m), c in cells.items() if m == P]
@@ -265,7 +311,10 @@ def facts(rows: list[dict]) -> dict:
     return {"2bw_over_best_sync_by_m_over_P": {
                 k: {"min": min(v["gain"].values()), "max": max(v["gain"].values()),
                     "by_P": v["gain"], "best_sync": sorted(v["sync"])}
-                for k, v in by_factor.items()},"2bw_over_zbv": [min(zb), max(zb)] if zb else None,
+                for k, v in by_factor.items()},
+            "2bw_over_zbv": [min(zb), max(zb)] if zb else None,
+            "2bw_over_zbh1": [min(zbh), max(zbh)] if zbh else None,
+            "zbv_engine_over_formula": [min(formula), max(formula)] if formula else None,
             "2bw_over_best_sync_at_m_eq_P": [min(g for g, _ in at_p), max(g for g, _ in at_p)]
             if at_p else None,
             "best_sync_at_m_eq_P": sorted({LABEL[s] for _, s in at_p}),

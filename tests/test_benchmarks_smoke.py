@@ -145,11 +145,20 @@ def test_at_scale(bench):
         # interleaved (v = 2) halves the flush
         want = ((m + 3) * t + tu) / (m * t + 1.5 * t + tu)
         assert rows[(m, "interleaved-1f1b")]["throughput_vs_1f1b"] == pytest.approx(want)
-    # ZB-V, t_w = t_b − t_bi = 8 ms: ZB-H2's bubble (P − 1)(T_F + T_B − 2 T_W) with T_F = 10 ms,
-    # T_B = t_bi = 12 ms, T_W = 8 ms, i.e. 3 × 6 ms
-    assert rows[(8, "zb-v")]["step_s"] == pytest.approx(8 * t + 3 * 0.006 + tu)
+    # ZB-V's published bubble, t_w = t_b − t_bi = 8 ms: ZB-H2's (P − 1)(T_F + T_B − 2T_W) with
+    # T_F = 10 ms, T_B = t_bi = 12 ms, T_W = 8 ms, i.e. 3 × 6 ms
+    assert rows[(8, "zb-v-formula")]["step_s"] == pytest.approx(8 * t + 3 * 0.006 + tu)
+    for m in (4, 8):
+        # the engine's ZB-H1, split at the measured t_w, is the published ZB-H1 exactly:
+        # bubble (P − 1)(T_F + T_B − T_W) = 3 × 14 ms
+        assert rows[(m, "zb-h1")]["step_s"] == pytest.approx(m * t + 3 * 0.014 + tu)
+        # the engine's ZB-V: ahead of ZB-H1, never ahead of the published bubble
+        assert rows[(m, "zb-h1")]["step_s"] > rows[(m, "zb-v")]["step_s"]
+        assert rows[(m, "zb-h1")]["how"] == rows[(m, "zb-v")]["how"] == "simulated"
+    assert rows[(8, "zb-v")]["step_s"] >= rows[(8, "zb-v-formula")]["step_s"] - 1e-12
     assert rows[(4, "2bw")]["weights"] == 2 and rows[(4, "1f1b")]["weights"] == 1
-    assert not rows[(4, "zb-v")]["modelled"] and rows[(8, "zb-v")]["modelled"]
+    assert not rows[(4, "zb-v-formula")]["modelled"] and rows[(8, "zb-v-formula")]["modelled"]
+    assert rows[(4, "zb-v")]["modelled"]
     assert r["one_f_one_b_simulator_vs_formula"] < 1e-9
     assert (bench / "at_scale.json").exists()
 

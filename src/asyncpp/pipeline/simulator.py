@@ -166,7 +166,7 @@ def rank_programs(schedule: Schedule, devices: Sequence[Sequence[int]], t_forwar
 def simulate_devices(schedule: Schedule, devices: Sequence[Sequence[int]] | None = None,
                      t_forward=1.0, t_backward=2.0, t_comm=0.0,
                      t_optimizer=0.0, *, weight_memory: bool = True,
-                     t_action=0.0) -> DeviceSimResult:
+                     t_action=0.0, t_weight=None) -> DeviceSimResult:
     r"""Simulate ``schedule`` on devices that each run one or more of its stages (partitions)
     one action at a time: each stage keeps its own action order, and a device runs, among its
     stages' next compute actions, the one that can start first (non-preemptive list scheduling:
@@ -185,6 +185,10 @@ def simulate_devices(schedule: Schedule, devices: Sequence[Sequence[int]] | None
     ``t_action`` for each receive it follows (a receive is completed when its data is read).
     Busy time counts it (the device is occupied). With ``t_action = 0`` sends and receives take no
     device time, as above.
+
+    ``t_weight`` (per stage; default ``None``: half of ``t_backward``) is the weight-gradient
+    part of a backward, for schedules that split it (ZB-H1, ZB-V): the weight half costs
+    :math:`t_w` and the input half :math:`t_b - t_w`, together one backward, as measured.
 
     Weight-version memory of a device: the most, over time, of
     :math:`\sum_{s \in d} \text{alive}_s(t) / P` (``Schedule.version_plan(s).alive_after`` at
@@ -206,10 +210,13 @@ def simulate_devices(schedule: Schedule, devices: Sequence[Sequence[int]] | None
     tc = float(t_comm)
     if not tc >= 0:
         raise ValueError(f"t_comm must be >= 0, got {t_comm!r}")
-    # a backward's halves cost half of it each (the weight half does not re-walk the graph)
-    half = [b / 2 for b in tb]
-    cost = {Forward: tf, Backward: tb, BackwardInput: half, BackwardWeight: half,
-            OptimizerStep: to}
+    # a split backward's two halves sum to one backward (the weight half does not re-walk
+    # the graph); without a measured weight part, half each
+    tw = [b / 2 for b in tb] if t_weight is None else _per_stage(t_weight, P, "t_weight")
+    if any(not 0 <= w <= b for w, b in zip(tw, tb)):
+        raise ValueError(f"t_weight must lie in [0, t_backward] per stage, got {t_weight!r}")
+    cost = {Forward: tf, Backward: tb, BackwardInput: [b - w for b, w in zip(tb, tw)],
+            BackwardWeight: tw, OptimizerStep: to}
     D = len(devs)
     clock = [0.0] * D
     busy = [0.0] * D
