@@ -7,8 +7,9 @@
 - ``report STUDY`` — ``tables.md``, ``figures/`` and ``report.json`` in the study's folder.
 
 A ladder study (``[study] kind = "ladder"``, the project's own tiers in ``experiments/``) is
-reported by :func:`asyncpp.study.ladder.report_tier`; its runs are made by
-``python experiments/sweep.py``, so ``plan``/``run``/``status`` on it exit 2 and say so.
+reported by :func:`asyncpp.study.ladder.report_tier`; ``plan``/``status`` list its tables
+through the sweep and ``run`` starts ``experiments/ladder.sh`` lanes
+(:mod:`asyncpp.study.ladder.study_commands`).
 
 Exit codes: 0 done; 1 a run failed; 2 bad input (one line on stderr); 3 the deadline stopped
 the study with runs left (run again to continue).
@@ -120,15 +121,17 @@ def main(argv: list[str] | None = None) -> int:
         _say(f"error: {e}")
         return 2
     if study.kind == "ladder":
-        if args.command != "report":
-            _say(f"error: {args.study} is a ladder study: its runs are made by `python "
-                 f"experiments/sweep.py --tier {study.name}`; `{PROG} report` reports it")
-            return 2
         # imported here, not at the top: the ladder reads experiments/ when imported, which
         # only a checkout of the project has
         ladder = importlib.import_module("asyncpp.study.ladder")
-        print(ladder.report_tier(study.path))
-        return 0
+        if args.command == "report":
+            print(ladder.report_tier(study.path))
+            return 0
+        if getattr(args, "lanes", 1) < 1:
+            _say("error: --lanes must be ≥ 1")
+            return 2
+        commands = importlib.import_module("asyncpp.study.ladder.study_commands")
+        return commands.command(study.name, args.command, getattr(args, "lanes", 1), deadline)
     if args.out:
         study = dataclasses.replace(study, out=Path(args.out).resolve())
     if getattr(args, "lanes", 1) < 1 or getattr(args, "gpus_per_lane", 0) < 0:
