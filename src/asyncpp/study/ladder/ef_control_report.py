@@ -217,7 +217,7 @@ def write(control: Path | None = None, tier_results: Path | None = None,
 def marker(kind: str, args: tuple[str, ...], numbers: Path = NUMBERS) -> str:
     """A front-page number from the committed ``ef-control-report.json``: ``efc/C1`` (the 95 %
     interval of efnd − sync), ``efcv/C1`` (its TOST verdict after Holm), ``efc/E1/muon`` (an
-    exploratory interval), ``efc/lr/muon`` (lr*)."""
+    exploratory interval; ``E3_share``/``E3_net_share`` in per cent), ``efc/lr/muon`` (lr*)."""
     n = json.loads(numbers.read_text())
     if args[0] == "lr":
         return f"{n['selection'][args[1]]['lr']:g}"
@@ -227,9 +227,10 @@ def marker(kind: str, args: tuple[str, ...], numbers: Path = NUMBERS) -> str:
             return "not yet measured"
         if kind == "efcv":
             return (f"{e['verdict'].split(' (')[0]} (TOST ±{n['margin']:g}, p after Holm "
-                    f"{e['p_holm']:.2g})")
+                    f"{e['p_holm']:.3g})")
         return ci_text(e["difference"])
-    return ci_text(n["exploratory"][args[1]][args[0]])
+    e = n["exploratory"][args[1]][args[0]]
+    return _pct(e) if args[0].startswith("E3") else ci_text(e)
 
 
 def main(argv=None) -> int:
