@@ -132,6 +132,9 @@ def test_wpipe_stopped_and_resumed_equals_the_straight_run_bit_for_bit(runs):
 
     root = runs["root"]
     assert "stopped at step 3" in runs["stop"].stderr
+    # rank 0 says where the stages run
+    assert "; 2 ranks, paired placement: rank r runs stages [[0, 2], [1, 3]][r]" \
+        in runs["stop"].stderr, runs["stop"].stderr[-2000:]
     assert "resumed from step 3" in runs["resume"].stderr
     straight, resumed = records(root / "wpipe"), records(root / "wpipe-resumed")
     assert [r["step"] for r in resumed] == [1, 2, 3, 4, 5, 6]
