@@ -195,7 +195,8 @@ BAD = [
      "per rank (--pipeline.placement looped)"),
     (["--pipeline.schedule", "1f1b", "--model.n_layers", "4", "--pipeline.stages", "4",
       "--train.clip_scope", "global"],
-     "4 stages on 2 ranks (pipeline.placement=looped) clips each stage by its own gradient norm"),
+     "4 stages on 2 ranks (pipeline.placement=looped) must clip each stage by its own "
+     "gradient norm"),
     (["--pipeline.schedule", "1f1b", "--model.n_layers", "4", "--pipeline.stages", "4",
       "--model.tie_embeddings", "true"],
      "cannot hold the embedding/head tied between the first and the last stage; set "
