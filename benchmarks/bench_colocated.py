@@ -55,6 +55,7 @@ def _storage_bytes(ex) -> int:
 def _executor(topo, name, P, placement, m, args):
     from asyncpp.delay import DelayedOptimizer
     from asyncpp.pipeline import (
+        ExecutorOptions,
         PipelineExecutor,
         build,
         build_stages,
@@ -76,7 +77,7 @@ def _executor(topo, name, P, placement, m, args):
     opts = {s: DelayedOptimizer(torch.optim.AdamW(mod.parameters(), lr=1e-4),
                                 delay=stage_delay(name, P, s)) for s, mod in mods.items()}
     kw = dict(schedule=name, num_microbatches=m, topology=topo,
-              loss_fn=nn.functional.mse_loss, timeout=300)
+              loss_fn=nn.functional.mse_loss, options=ExecutorOptions(timeout=300))
     if devs is None:
         return PipelineExecutor(mods[topo.stage], opts[topo.stage], **kw)
     return PipelineExecutor(mods, opts, placement=devs, **kw)

@@ -73,6 +73,7 @@ def _latency(topo, shape, rounds=40) -> float:
 def rank_main(outdir: Path, args) -> None:
     from asyncpp.delay import DelayedOptimizer
     from asyncpp.pipeline import (
+        ExecutorOptions,
         PipelineExecutor,
         PipelineTopology,
         build,
@@ -99,8 +100,9 @@ def rank_main(outdir: Path, args) -> None:
             stage = build_stages(layers, 2, boundaries=[args.layers // 2], stages=[s])[0]
             dopt = DelayedOptimizer(torch.optim.AdamW(stage.parameters(), lr=1e-4),
                                     delay=stage_delay(name, 2, s))
-            ex = PipelineExecutor(stage, dopt, schedule=name, num_microbatches=m,
-                                  topology=topo, loss_fn=nn.functional.mse_loss, timeout=300)
+            ex = PipelineExecutor(stage, dopt, schedule=name, num_microbatches=m, topology=topo,
+                                  loss_fn=nn.functional.mse_loss,
+                                  options=ExecutorOptions(timeout=300))
             ex.train_steps(data[:2])  # warm-up
             acc = {"F": [], "B": [], "U": [], "cpu": [0.0]}
             _timed(ex, acc)

@@ -216,10 +216,20 @@ def asyncpp_runner(w: Workload, name: str, m: int, topo, rank: int):
         from asyncpp.pipeline import stage_delay
     except ImportError:  # older layout
         from asyncpp.pipeline.executor import stage_delay
+    try:
+        from asyncpp.pipeline import ExecutorOptions
+    except ImportError:  # older layout: the options were keywords of the executor
+        ExecutorOptions = None
     sched, _, where = name.partition("@")
-    kw = dict(schedule=sched, num_microbatches=m, topology=topo, loss_fn=w.loss, timeout=600)
-    if "track_grad_norm" in inspect.signature(PipelineExecutor).parameters:
-        kw["track_grad_norm"] = False  # nothing reads it here (torch computes none either)
+    kw = dict(schedule=sched, num_microbatches=m, topology=topo, loss_fn=w.loss)
+    options = {"timeout": 600}
+    if ExecutorOptions is not None \
+            or "track_grad_norm" in inspect.signature(PipelineExecutor).parameters:
+        options["track_grad_norm"] = False  # nothing reads it here (torch computes none either)
+    if ExecutorOptions is not None:
+        kw["options"] = ExecutorOptions(**options)
+    else:
+        kw.update(options)
     if where in ("looped", "v"):
         n = 2 * P
         placement = [[r, r + P] if where == "looped" else [r, n - 1 - r] for r in range(P)]

@@ -86,12 +86,12 @@ def launch(scenario: str, nprocs: int, outdir: Path, params: dict,
 
 def _executor(schedule: str, P: int, m: int, topo, stage: nn.Module, lr: float = 1e-3):
     from asyncpp.delay import DelayedOptimizer
-    from asyncpp.pipeline import PipelineExecutor, stage_delay
+    from asyncpp.pipeline import ExecutorOptions, PipelineExecutor, stage_delay
 
     opt = torch.optim.SGD(stage.parameters(), lr=lr)
     dopt = DelayedOptimizer(opt, delay=stage_delay(schedule, P, topo.stage))
     return PipelineExecutor(stage, dopt, schedule=schedule, num_microbatches=m, topology=topo,
-                            loss_fn=nn.functional.mse_loss, timeout=120)
+                            loss_fn=nn.functional.mse_loss, options=ExecutorOptions(timeout=120))
 
 
 def _batches(n: int, rows: int, d: int, dtype=torch.float32):

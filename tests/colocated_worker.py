@@ -28,6 +28,7 @@ from pipeline_worker import ADAMW, MUON, boundaries, data, mlp_layers, mse, simu
 from asyncpp.delay import DelayedOptimizer  # noqa: E402
 from asyncpp.optim import build_optimizer  # noqa: E402
 from asyncpp.pipeline import (  # noqa: E402
+    ExecutorOptions,
     PipelineExecutor,
     PipelineTopology,
     build,
@@ -48,8 +49,9 @@ def make(topo, schedule, P, placement, optname, hp, m, correction="none", clip=N
                                 delay=stage_delay(schedule, P, s), correction=correction)
             for s, mod in stages.items()}
     return PipelineExecutor(stages, opts, schedule=schedule, num_microbatches=m, topology=topo,
-                            loss_fn=mse, timeout=60, placement=placement, max_grad_norm=clip,
-                            clip_scope="stage")
+                            loss_fn=mse, placement=placement,
+                            options=ExecutorOptions(timeout=60, max_grad_norm=clip,
+                                                    clip_scope="stage"))
 
 
 def compare(ex, ref, xs, ys, control, chunks=(4,)):

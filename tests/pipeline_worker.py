@@ -28,6 +28,7 @@ from torch import nn
 from asyncpp.delay import DelayedOptimizer
 from asyncpp.optim import Muon, build_optimizer
 from asyncpp.pipeline import (
+    ExecutorOptions,
     PipelineError,
     PipelineExecutor,
     PipelineTopology,
@@ -161,8 +162,9 @@ def make_executor(topo, layers_fn, schedule, optname, hp, m, loss_fn, *, correct
     dopt = DelayedOptimizer(opt, delay=stage_delay(schedule, P, s), correction=correction,
                             **delay_kw)
     ex = PipelineExecutor(stage, dopt, schedule=schedule, num_microbatches=m, topology=topo,
-                          loss_fn=loss_fn, max_grad_norm=max_grad_norm, timeout=60,
-                          on_gradients=on_gradients, config=config)
+                          loss_fn=loss_fn,
+                          options=ExecutorOptions(max_grad_norm=max_grad_norm, timeout=60,
+                                                  on_gradients=on_gradients, config=config))
     return ex
 
 
@@ -414,7 +416,7 @@ def scenario_failure(results, rank):
     stage = build_stages(layers, 3, boundaries=boundaries(len(layers), 3), stages=[rank])[0]
     opt = torch.optim.SGD(stage.parameters(), lr=0.01)
     ex = PipelineExecutor(stage, opt, schedule="2bw", num_microbatches=2, topology=topo,
-                          loss_fn=mse, timeout=1.5)
+                          loss_fn=mse, options=ExecutorOptions(timeout=1.5))
     xs, ys = data("mlp", 4, steps=4)
     ex.train_steps(list(zip(xs[:2], ys[:2])))
     if rank == 2:

@@ -20,7 +20,13 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from asyncpp.pipeline import PipelineExecutor, PipelineTopology, init_distributed, looped_devices
+from asyncpp.pipeline import (
+    ExecutorOptions,
+    PipelineExecutor,
+    PipelineTopology,
+    init_distributed,
+    looped_devices,
+)
 
 SLEEP_S = 0.03
 STEPS, M, ROWS, D = 12, 2, 4, 8
@@ -56,7 +62,8 @@ def _mse(out, y):
 def slow(topo) -> list[dict]:
     stage = _block(slow=topo.stage == 1)
     ex = PipelineExecutor(stage, torch.optim.SGD(stage.parameters(), lr=0.01), schedule="2bw",
-                          num_microbatches=M, topology=topo, loss_fn=_mse, timeout=60)
+                          num_microbatches=M, topology=topo, loss_fn=_mse,
+                          options=ExecutorOptions(timeout=60))
     ex.train_steps(_batches())
     return [t.to_dict() for t in ex.stage_times()]
 
@@ -67,7 +74,7 @@ def looped(topo) -> list[dict]:
     stages = {s: _block() for s in mine}
     opts = {s: torch.optim.SGD(m.parameters(), lr=0.01) for s, m in stages.items()}
     ex = PipelineExecutor(stages, opts, schedule="1f1b", num_microbatches=M, topology=topo,
-                          loss_fn=_mse, timeout=60, placement=placement)
+                          loss_fn=_mse, placement=placement, options=ExecutorOptions(timeout=60))
     ex.train_steps(_batches())
     return [t.to_dict() for t in ex.stage_times()]
 

@@ -12,6 +12,7 @@ from torch import nn
 from asyncpp.delay import DelayedOptimizer
 from asyncpp.optim import build_optimizer
 from asyncpp.pipeline import (
+    ExecutorOptions,
     PipelineExecutor,
     StageModule,
     balanced_boundaries,
@@ -129,8 +130,9 @@ def test_evaluate_and_callback():
     seen = []
     stage = build_stage(layers(), 0, 1)
     ex = PipelineExecutor(stage, torch.optim.SGD(stage.parameters(), lr=0.1), schedule="gpipe",
-                          num_microbatches=2, loss_fn=mse, max_grad_norm=0.05,
-                          on_gradients=lambda u, g: seen.append(u))
+                          num_microbatches=2, loss_fn=mse,
+                          options=ExecutorOptions(max_grad_norm=0.05,
+                                                  on_gradients=lambda u, g: seen.append(u)))
     data = batches(3)
     ex.train_steps(data)
     assert seen == [0, 1, 2] and ex.last_grad_norm is not None
@@ -155,7 +157,8 @@ def test_executor_errors():
         PipelineExecutor(stage, torch.optim.SGD(other.parameters(), lr=1), schedule="gpipe",
                          num_microbatches=2)
     with pytest.raises(ValueError, match="needs a process group"):
-        PipelineExecutor(stage, opt, schedule="2bw", num_microbatches=2, num_stages=2)
+        PipelineExecutor(stage, opt, schedule="2bw", num_microbatches=2,
+                         options=ExecutorOptions(num_stages=2))
     ex = PipelineExecutor(stage, opt, schedule="2bw", num_microbatches=3, loss_fn=mse)
     with pytest.raises(ValueError, match="divisible by 3"):
         ex.train_steps(batches(1, rows=8))

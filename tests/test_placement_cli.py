@@ -132,6 +132,9 @@ def test_wpipe_stopped_and_resumed_equals_the_straight_run_bit_for_bit(runs):
 
     root = runs["root"]
     assert "stopped at step 3" in runs["stop"].stderr
+    # rank 0 says where the stages run
+    assert "; 2 ranks, paired placement: rank r runs stages [[0, 2], [1, 3]][r]" \
+        in runs["stop"].stderr, runs["stop"].stderr[-2000:]
     assert "resumed from step 3" in runs["resume"].stderr
     straight, resumed = records(root / "wpipe"), records(root / "wpipe-resumed")
     assert [r["step"] for r in resumed] == [1, 2, 3, 4, 5, 6]
@@ -192,7 +195,8 @@ BAD = [
      "per rank (--pipeline.placement looped)"),
     (["--pipeline.schedule", "1f1b", "--model.n_layers", "4", "--pipeline.stages", "4",
       "--train.clip_scope", "global"],
-     "4 stages on 2 ranks (pipeline.placement=looped) clips each stage by its own gradient norm"),
+     "4 stages on 2 ranks (pipeline.placement=looped) must clip each stage by its own "
+     "gradient norm"),
     (["--pipeline.schedule", "1f1b", "--model.n_layers", "4", "--pipeline.stages", "4",
       "--model.tie_embeddings", "true"],
      "cannot hold the embedding/head tied between the first and the last stage; set "

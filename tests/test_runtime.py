@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from asyncpp.delay import DelayedOptimizer
-from asyncpp.pipeline import PipelineExecutor, build_stage, stage_delay
+from asyncpp.pipeline import ExecutorOptions, PipelineExecutor, build_stage, stage_delay
 
 D = 6
 
@@ -69,7 +69,7 @@ def test_results_do_not_depend_on_buffer_reuse_or_the_norm(clones, monkeypatch):
 
     monkeypatch.setattr(context.StageContext, "retire",
                         lambda self, v: self.versions.pop(v))  # never a spare: always a clone
-    b = _executor(track_grad_norm=False)
+    b = _executor(options=ExecutorOptions(track_grad_norm=False))
     got = []
     for x in data:
         outs = list(b.run_steps([x], 1))
@@ -81,7 +81,7 @@ def test_results_do_not_depend_on_buffer_reuse_or_the_norm(clones, monkeypatch):
 
 
 def test_the_norm_is_computed_when_clipping_reads_it():
-    ex = _executor(track_grad_norm=False, max_grad_norm=0.1)
+    ex = _executor(options=ExecutorOptions(track_grad_norm=False, max_grad_norm=0.1))
     outs = list(ex.run_steps(_batches(3), 3))
     assert all(o.grad_sq is not None and o.grad_sq.shape == (1,) for o in outs)
     assert ex.last_grad_norm is not None and ex.last_grad_norm > 0

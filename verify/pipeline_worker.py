@@ -44,6 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from asyncpp.delay import DelayedOptimizer  # noqa: E402
 from asyncpp.optim import Muon  # noqa: E402
 from asyncpp.pipeline import (  # noqa: E402
+    ExecutorOptions,
     PipelineExecutor,
     PipelineTopology,
     init_distributed,
@@ -98,9 +99,9 @@ def run_sign_scenario(topo, sc: dict) -> dict:
                     "g": grads["weight"].detach().tolist()})
 
     m = sc["m"]
-    ex = PipelineExecutor(stage, dopt, schedule=sc["schedule"], num_microbatches=m,
-                          topology=topo, loss_fn=lambda out, y: out[:, 0].mean(),
-                          timeout=120, on_gradients=on_gradients)
+    ex = PipelineExecutor(stage, dopt, schedule=sc["schedule"], num_microbatches=m, topology=topo,
+                          loss_fn=lambda out, y: out[:, 0].mean(),
+                          options=ExecutorOptions(timeout=120, on_gradients=on_gradients))
     x = torch.zeros(4, 1, dtype=torch.float64)
     y = torch.zeros(4, dtype=torch.float64)
     batch = (x.repeat(m, 1), y.repeat(m))
@@ -137,9 +138,9 @@ def run_scenario(topo, sc: dict) -> dict:
                     "g": grads["weight"].detach().tolist()})
 
     m = sc["m"]
-    ex = PipelineExecutor(stage, dopt, schedule=sc["schedule"], num_microbatches=m,
-                          topology=topo, loss_fn=lambda out, y: phi(out[:, 0] - y).mean(),
-                          timeout=120, on_gradients=on_gradients)
+    ex = PipelineExecutor(stage, dopt, schedule=sc["schedule"], num_microbatches=m, topology=topo,
+                          loss_fn=lambda out, y: phi(out[:, 0] - y).mean(),
+                          options=ExecutorOptions(timeout=120, on_gradients=on_gradients))
     x, y = pipeline_data(prob)
     batch = (x.repeat(m, 1), y.repeat(m))   # every microbatch is the whole data set
     per_batch = m if sc["schedule"] == "pipedream" else 1

@@ -56,7 +56,7 @@ Using the executor from a training loop (run under ``torchrun --nproc-per-node=d
     stage = build_stage(layers, topo.stage, P).to(device)  # balanced by parameter count;
                                                            # boundaries=[...] to choose
     # (Any nn.Module works as a stage, e.g. a model with the other stages' layers deleted;
-    #  then pass tied_parameters={"output.weight": "tok"} etc. yourself.)
+    #  then pass ExecutorOptions(tied_parameters={"output.weight": "tok"}) yourself.)
     # 2. Its optimizer, wrapped in the delay core with the schedule's delay for this stage.
     opt = build_optimizer("muon", stage.named_parameters(), lr=0.02,   # the CLI's defaults
                           transposed_pattern=asyncpp.models.hf.transposed_pattern(model))
@@ -66,7 +66,8 @@ Using the executor from a training loop (run under ``torchrun --nproc-per-node=d
     ex = PipelineExecutor(stage, dopt, schedule="2bw", num_microbatches=m, topology=topo,
                           loss_fn=lambda logits, y: torch.nn.functional.cross_entropy(
                               logits.flatten(0, -2), y.flatten()),
-                          max_grad_norm=1.0, timeout=300, config=train_config_as_dict)
+                          options=ExecutorOptions(max_grad_norm=1.0, timeout=300,
+                                                  config=train_config_as_dict))
     # 4. Steps, streamed: the executor pulls each step's (inputs, targets) from the iterator
     #    when its stage first needs it (the first stage reads inputs, the last targets; others
     #    may yield (None, None)), and yields a StepOutput as this stage completes each step —
@@ -96,7 +97,8 @@ run several stages — WPipe's partitions d and P/2 + d, or a looped placement (
     mine = devs[topo.stage]                               # topo over P/2 ranks
     ex = PipelineExecutor({s: stages[s] for s in mine}, {s: dopts[s] for s in mine},
                           schedule="wpipe", num_microbatches=m, topology=topo,
-                          placement=devs, loss_fn=..., clip_scope="stage")
+                          placement=devs, loss_fn=...,
+                          options=ExecutorOptions(clip_scope="stage"))
 
 Weights: ``stage.parameters()`` are the newest version (2BW: the single-process
 simulation's weights after ``DelayedOptimizer.flush()``); ``ex.weights()`` is the version the
@@ -127,6 +129,7 @@ _LAZY = {
     "PipelineError": "executor",
     "StepOutput": "executor",
     "PipelineExecutor": "executor",
+    "ExecutorOptions": "executor",
     "PipelineTopology": "topology",
     "Recv": "schedules",
     "SCHEDULES": "schedules",
@@ -169,6 +172,7 @@ __all__ = [
     "Program",
     "PipelineError",
     "PipelineExecutor",
+    "ExecutorOptions",
     "PipelineTopology",
     "Recv",
     "Schedule",

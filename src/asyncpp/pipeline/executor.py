@@ -3,6 +3,13 @@ re-exported from :mod:`asyncpp.pipeline.runtime` (the executor, the stage contex
 transport and the update queue)."""
 
 from .runtime.errors import PipelineError
-from .runtime.executor import HANDLERS, PipelineExecutor, StepOutput, stage_delay
+from .runtime.executor import (
+    HANDLERS,
+    ExecutorOptions,
+    PipelineExecutor,
+    StepOutput,
+    stage_delay,
+)
 
-__all__ = ["HANDLERS", "PipelineError", "PipelineExecutor", "StepOutput", "stage_delay"]
+__all__ = ["ExecutorOptions", "HANDLERS", "PipelineError", "PipelineExecutor", "StepOutput",
+           "stage_delay"]

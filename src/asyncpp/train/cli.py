@@ -22,6 +22,7 @@ from .config import (
     merge,
     parse_overrides,
     read_toml,
+    resolve_placement,
     to_toml,
     validate,
 )
@@ -195,7 +196,10 @@ def main(argv: list[str] | None = None) -> int:
         from ..pipeline import PipelineError
 
         if rank == 0:
-            say(f"{_model_line(cfg)}; {world} ranks")
+            placed = resolve_placement(cfg, world)
+            where = (f", {placed.name} placement: rank r runs stages "
+                     f"{[list(d) for d in placed.ranks]}[r]") if placed.several_per_rank else ""
+            say(f"{_model_line(cfg)}; {world} ranks{where}")
 
         try:
             result = trainer.train_distributed(cfg, resume=args.resume,

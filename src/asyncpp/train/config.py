@@ -722,7 +722,7 @@ def resolve_placement(cfg: Config, world: int) -> Placement:
                           "the last stage; set " + ("tie_word_embeddings false in its config"
                                                     if ext else "--model.tie_embeddings false"))
     if cfg.train.grad_clip > 0 and cfg.train.clip_scope == "global":
-        raise ConfigError(f"{where} clips each stage by its own gradient norm (a global norm "
+        raise ConfigError(f"{where} must clip each stage by its own gradient norm (a global norm "
                           "would join updates the schedule keeps apart on one rank); set "
                           "--train.clip_scope stage or --train.grad_clip 0")
     return placed

@@ -24,7 +24,10 @@ parameters into other stages changes none of their states. Hence:
   it only;
 - ``train.clip_scope = stage`` clips each stage by its own norm, a different rule at another P;
 - ``delay.track_updates`` keeps its drift statistics per stage optimizer, so they do not carry
-  over to another layout.
+  over to another layout;
+- the placement of the stages on the ranks (``pipeline.placement``: one per rank, paired,
+  looped) changes which rank holds a stage, not its update rule: at the same P it is a layout
+  change like any other, resumed through the full-model names.
 
 :func:`change_error` names the first difference and what the user can do; the caller refuses
 the resume with it (exit status 2) before anything is written.

@@ -53,7 +53,7 @@ from torch.func import functional_call
 from ..data import BatchSampler
 from ..delay import DriftMeter
 from ..models import build_model, pipeline_boundaries, split_stage
-from ..pipeline import PipelineExecutor, PipelineTopology, build_stage
+from ..pipeline import ExecutorOptions, PipelineExecutor, PipelineTopology, build_stage
 from ..pipeline.agreement import first_error
 from . import checkpoint as ckpt_io
 from . import reshard
@@ -243,17 +243,18 @@ class PipelineBackend:
                     return lm_loss(functional_call(module, weights, args[:-1]), args[-1])
                 return functional_call(module, weights, args)
 
-        options = dict(
-            schedule=cfg.pipeline.schedule, num_microbatches=m, topology=topo,
-            loss_fn=None, max_grad_norm=clip, clip_scope=cfg.train.clip_scope,
+        options = ExecutorOptions(
+            max_grad_norm=clip, clip_scope=cfg.train.clip_scope,
             timeout=timeout, config=cfg.resolved().to_dict(), before_update=before_update,
             forward_fn=torch.compile(forward) if cfg.run.compile else forward,
             # Update tracking reads each update when its step completes, so nothing may wait.
             eager_updates=cfg.delay.track_updates)
+        kw = dict(schedule=cfg.pipeline.schedule, num_microbatches=m, topology=topo,
+                  loss_fn=None, options=options)
         if several:
-            self.ex = ex = PipelineExecutor(modules, dopts, placement=placed.ranks, **options)
+            self.ex = ex = PipelineExecutor(modules, dopts, placement=placed.ranks, **kw)
         else:
-            self.ex = ex = PipelineExecutor(modules[mine[0]], dopts[mine[0]], **options)
+            self.ex = ex = PipelineExecutor(modules[mine[0]], dopts[mine[0]], **kw)
         if cfg.delay.track_updates:
             self.meter = DriftMeter.for_optimizers(self.dopts, T * k)
             for s in mine:

@@ -4,11 +4,12 @@ each stage's time goes."""
 
 from .context import StageContext
 from .errors import PipelineError
-from .executor import HANDLERS, PipelineExecutor, StepOutput, stage_delay
+from .executor import HANDLERS, ExecutorOptions, PipelineExecutor, StepOutput, stage_delay
 from .stage import InFlight, Stage
 from .stage_clock import StageClock, StageTimes
 from .transport import Transport
 from .updates import UpdateQueue
 
-__all__ = ["HANDLERS", "InFlight", "PipelineError", "PipelineExecutor", "Stage", "StageClock",
-           "StageContext", "StageTimes", "StepOutput", "Transport", "UpdateQueue", "stage_delay"]
+__all__ = ["HANDLERS", "ExecutorOptions", "InFlight", "PipelineError", "PipelineExecutor",
+           "Stage", "StageClock", "StageContext", "StageTimes", "StepOutput", "Transport",
+           "UpdateQueue", "stage_delay"]

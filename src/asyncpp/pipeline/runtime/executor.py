@@ -77,6 +77,7 @@ from ..topology import PipelineTopology
 from . import checkpoint
 from .errors import PipelineError
 from .evaluation import evaluate
+from .options import ExecutorOptions
 from .stage import Stage
 from .stage_clock import BUSY, StageClock, StageTimes
 from .transport import Transport
@@ -153,41 +154,15 @@ class PipelineExecutor:
             With ``placement``: a mapping {stage index: optimizer}.
         schedule: "gpipe", "1f1b", "pipedream", "2bw" or "wpipe".
         num_microbatches: m; every batch is split into m equal microbatches along dim 0.
-        num_stages: P (defaults to ``topology.num_stages``; 1 without a process group). With
-            ``placement``: the number of stages in it.
         topology: a :class:`PipelineTopology` whose ``num_stages`` is the number of ranks of
             one pipeline; created (collectively) when omitted.
         placement: the stages each rank of the pipeline runs, e.g.
             ``default_devices(build("wpipe", 4, m))`` = [[0, 2], [1, 3]] (WPipe on P/2 ranks)
             or ``looped_devices(4, 2)`` (looped 1F1B); default one stage per rank. Several
             stages per rank need gloo, no tied weights, and ``clip_scope="stage"`` if clipping.
-        mesh: optional ``DeviceMesh`` ("dp", "pp") used when the topology is created here.
         loss_fn: see ``stage``.
-        tied_parameters: local parameter name → tie key, for weights held by both the first
-            and the last stage (default: ``stage.tied_parameters`` if present).
-        max_grad_norm: clip the global gradient norm (all stages) to this value, as
-            ``torch.nn.utils.clip_grad_norm_`` on the whole model.
-        timeout: seconds to wait for any message or collective before raising
-            :class:`PipelineError`.
-        reduce_dp_gradients: average gradients over the data-parallel group here (set False
-            when the optimizer does it itself).
-        on_gradients: optional callback ``(update_index, {name: grad})`` after reduction and
-            clipping, before the update.
-        clip_scope: with ``max_grad_norm``, ``"global"`` clips by the norm over all stages
-            (one asynchronous scalar all-reduce per update), ``"stage"`` by each stage's own.
-        before_update: optional callback ``(applied_at)`` right before each update is applied,
-            with the simulated step a(u) it belongs to (:attr:`OptimizerStep.applied_at`),
-            e.g. to set that step's learning rate.
-        eager_updates: apply every update as soon as its step completes on this stage (waiting
-            for its reductions) instead of deferring it — for callers that inspect the
-            optimizer after each step (update tracking); same results, less overlap.
-        forward_fn: optional replacement for ``functional_call(stage, weights, args)`` with
-            the same signature ``(stage, weights, args)``, e.g. a ``torch.compile``-d one.
-        config: extra settings (e.g. the training config as a dict) that must agree on all
-            ranks; compared at start-up together with the executor's own.
-        track_grad_norm: compute each update's squared gradient norm for
-            :attr:`StepOutput.grad_sq` (default); when False and nothing clips, the norm is not
-            computed and ``grad_sq`` is ``None``.
+        options: the optional settings, an :class:`ExecutorOptions` (clipping, timeout,
+            callbacks, ...; its defaults when omitted).
     """
 
     def __init__(
@@ -197,23 +172,16 @@ class PipelineExecutor:
         *,
         schedule: str,
         num_microbatches: int,
-        num_stages: int | None = None,
         topology: PipelineTopology | None = None,
-        mesh=None,
-        loss_fn: Callable[[Tensor, Tensor], Tensor] | None = None,
-        tied_parameters: Mapping[str, str] | None = None,
-        max_grad_norm: float | None = None,
-        timeout: float = 600.0,
-        reduce_dp_gradients: bool = True,
-        on_gradients: Callable[[int, dict[str, Tensor]], None] | None = None,
-        config: Mapping | None = None,
-        clip_scope: str = "global",
-        before_update: Callable[[int], None] | None = None,
-        forward_fn: Callable | None = None,
-        eager_updates: bool = False,
         placement: Sequence[Sequence[int]] | None = None,
-        track_grad_norm: bool = True,
+        loss_fn: Callable[[Tensor, Tensor], Tensor] | None = None,
+        options: ExecutorOptions | None = None,
     ) -> None:
+        o = ExecutorOptions() if options is None else options
+        if not isinstance(o, ExecutorOptions):
+            raise ValueError(f"options must be an ExecutorOptions, got {type(o).__name__}")
+        num_stages, mesh, timeout = o.num_stages, o.mesh, o.timeout
+        max_grad_norm, clip_scope, config = o.max_grad_norm, o.clip_scope, o.config
         spec = get_spec(schedule)
         if not spec.needs_pipeline:
             raise ValueError(
@@ -221,16 +189,9 @@ class PipelineExecutor:
             )
         name = spec.name
         self.spec = spec
-        if clip_scope not in ("global", "stage"):
-            raise ValueError(f"clip_scope must be 'global' or 'stage', got {clip_scope!r}")
         if not isinstance(num_microbatches, int) or num_microbatches < 1:
             raise ValueError(f"num_microbatches must be a positive integer, got "
                              f"{num_microbatches!r}")
-        if not (isinstance(timeout, (int, float)) and timeout > 0):
-            raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
-        if max_grad_norm is not None and not (isinstance(max_grad_norm, (int, float))
-                                              and max_grad_norm > 0):
-            raise ValueError(f"max_grad_norm must be a positive number, got {max_grad_norm!r}")
         self.placement = _check_placement(placement, stage, optimizer)
         modules = dict(stage) if self.placement is not None else {None: stage}
         for mod in modules.values():
@@ -241,11 +202,11 @@ class PipelineExecutor:
         self.timeout = float(timeout)
         self.max_grad_norm = max_grad_norm
         self.clip_scope = clip_scope
-        self.before_update = before_update
-        self.forward_fn = forward_fn
-        self.eager_updates = eager_updates
+        self.before_update = o.before_update
+        self.forward_fn = o.forward_fn
+        self.eager_updates = o.eager_updates
         self.loss_fn = loss_fn
-        self.on_gradients = on_gradients
+        self.on_gradients = o.on_gradients
         for mod in modules.values():
             if not list(mod.parameters()):
                 raise ValueError("the stage has no parameters; give every stage at least one "
@@ -299,7 +260,7 @@ class PipelineExecutor:
                 raise ValueError("CUDA stages need the NCCL backend; init_distributed picks it "
                                  "from the device")
 
-        self.reduce_dp_gradients = reduce_dp_gradients
+        self.reduce_dp_gradients = o.reduce_dp_gradients
         # Validate locally, then share the verdict: a mistake on one rank stops every rank
         # with the same message instead of leaving the others waiting.
         self.contexts: dict[int, Stage] = {}
@@ -307,7 +268,7 @@ class PipelineExecutor:
             for s in mine:
                 opt = optimizer[s] if self.placement is not None else optimizer
                 mod = modules[s if self.placement is not None else None]
-                self.contexts[s] = self._setup(mod, opt, tied_parameters, name, P, s)
+                self.contexts[s] = self._setup(mod, opt, o.tied_parameters, name, P, s)
             local_error = None
         except ValueError as e:
             local_error = str(e)
@@ -320,9 +281,9 @@ class PipelineExecutor:
         self._sync_start_weights()
         self.updates = UpdateQueue(
             topology, self.transport, self.device, max_grad_norm=max_grad_norm,
-            clip_scope=clip_scope, reduce_dp_gradients=reduce_dp_gradients,
-            on_gradients=on_gradients, before_update=before_update,
-            needed_from=self._needed_from, track_grad_norm=track_grad_norm)
+            clip_scope=clip_scope, reduce_dp_gradients=o.reduce_dp_gradients,
+            on_gradients=o.on_gradients, before_update=o.before_update,
+            needed_from=self._needed_from, track_grad_norm=o.track_grad_norm)
         self.next_step = 0
         self._end: int | None = None
         self._pred = None
