@@ -105,9 +105,8 @@ _QUIET_RANK_WAIT_S = 5.0
 def _fail(message: str) -> int:
     """A user's error: one line and exit 2. Under torchrun every rank reads the same
     configuration and reaches the same error, so rank 0 alone says it (once, not once per
-    rank); the others exit 2 too, saying only a message about themselves ("rank r: ...")."""
-    rank = os.environ.get("RANK", "0")
-    if rank == "0" or message.startswith(f"rank {rank}:"):
+    rank); the others exit 2 too."""
+    if os.environ.get("RANK", "0") == "0":
         say(f"error: {message}")
     else:
         # torchrun ends the other ranks once one exits: give rank 0 the time to say it
