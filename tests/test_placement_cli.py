@@ -231,8 +231,8 @@ def test_a_bad_placement_under_torchrun_stops_every_rank_with_exit_2(tmp_path):
     line = ("asyncpp-train: error: the world size 2 is not divisible by pipeline.stages=3, nor "
             "is 3 a multiple of it; launch a multiple of 3 processes (one stage per rank)\n")
     lines = [ln + "\n" for ln in out.splitlines() if ln.startswith("asyncpp-train: error:")]
-    # one line: rank 0 says it, the other ranks exit 2 without repeating it
-    assert lines == [line], out[-3000:]
+    # one line from each rank that got to say it (torchrun stops the others once one exits)
+    assert 1 <= len(lines) <= 2 and set(lines) == {line}, out[-3000:]
     # torchrun prints its own ChildFailedError traceback; none runs through asyncpp's code
     assert "site-packages/asyncpp" not in out and "src/asyncpp" not in out, out[-3000:]
     assert "exitcode  : 2" in out, out[-3000:]

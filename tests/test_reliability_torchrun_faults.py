@@ -164,8 +164,8 @@ def test_a_launch_that_cannot_work_touches_nothing(tmp_path, cache):
     assert tr.wait(timeout=120) != 0
     text = log.read_text()
     lines = [ln for ln in text.splitlines() if ln.startswith("asyncpp-train: error:")]
-    # one line: rank 0 says it, the other ranks exit 2 without repeating it
-    assert len(lines) == 1, text[-3000:]
+    # one line from each rank that got to say it (torchrun stops the others once one exits)
+    assert 1 <= len(lines) <= 2 and len(set(lines)) == 1, text[-3000:]
     assert "pipeline.schedule='none' trains in one process" in lines[0]
     _no_traceback(text)
     after = {p.relative_to(run): p.read_bytes() for p in run.rglob("*") if p.is_file()}

@@ -99,18 +99,8 @@ def say(text: str, stream=None) -> None:
     stream.flush()
 
 
-_QUIET_RANK_WAIT_S = 5.0
-
-
 def _fail(message: str) -> int:
-    """A user's error: one line and exit 2. Under torchrun every rank reads the same
-    configuration and reaches the same error, so rank 0 alone says it (once, not once per
-    rank); the others exit 2 too."""
-    if os.environ.get("RANK", "0") == "0":
-        say(f"error: {message}")
-    else:
-        # torchrun ends the other ranks once one exits: give rank 0 the time to say it
-        time.sleep(_QUIET_RANK_WAIT_S)
+    say(f"error: {message}")
     return 2
 
 
