@@ -53,7 +53,7 @@ from .report_common import (
 )
 from .report_paper import pearson, ranks, table6, updates
 from .report_why import frac, h2_best, h2_gap, h3_factor
-from .report_zero_gap import zero_gap_row
+from .report_zero_gap import choice_text, zero_gap_row
 from .tables import plan
 from .tables_cells import OPTIMIZERS
 from .tiers import get_tier
@@ -158,7 +158,8 @@ def number(key: str) -> str:
     - ``h3f/O/B`` — H3's lr factor for optimizer O at β = B, "× 0.5";
     - ``zerogap/O`` — the zero-gap table's best correction of optimizer O ("EF(γ*)"),
       ``zerogappd/O`` its paired gap to sync with interval and signs, ``zerogapsd/O`` that gap
-      in units of sync's seed sd, ``zerogapvd/O`` its verdict;
+      in units of sync's seed sd, ``zerogapvd/O`` its verdict, ``zerogapseeds/O`` the seeds
+      the choice compared the corrections on ("0–2 (5 corrections)");
     - ``pred/L`` — the verdict of the compute-optimal ladder's prediction L ("L1" … "L10":
       holds, does not hold, within noise, pending; ``ladder_verdicts``), ``predwhy/L`` its
       parts with their evidence (the tier in the key is ignored: they read every ladder tier);
@@ -434,6 +435,8 @@ def _zerogap(k: Key) -> str:
         return row.paired.fmt(k.d(3))
     if k.kind == "zerogapvd":
         return verdict_of_at_least(row.paired, min_seeds_of(k.tier))
+    if k.kind == "zerogapseeds":
+        return choice_text(row)
     return "—" if row.in_sd is None else f"{row.in_sd:+.{k.d(1)}f}"
 
 
@@ -460,7 +463,7 @@ KINDS: dict[str, Callable[[Key], str]] = {
     "gapratio": _gapratio, "drift": _drift, "driftmean": _drift,
     "pearson": _correlation, "spearman": _correlation, "sdrift": _sdrift, "sdriftmean": _sdrift,
     "h2f": _h2f, "h2gap": _h2gap, "h3f": _h3f,
-    **dict.fromkeys(("zerogap", "zerogapsd", "zerogappd", "zerogapvd"), _zerogap),
+    **dict.fromkeys(("zerogap", "zerogapsd", "zerogappd", "zerogapvd", "zerogapseeds"), _zerogap),
     "flatdrop": _flatdrop,
     **dict.fromkeys(("pred", "predwhy", "pred3", "predwhy3"), _pred),
     "prednew": _prednew, "prednewwhy": _prednew, "predtier": _predtier, "fieller": _fieller,
@@ -552,14 +555,15 @@ def marked_table(tiers: tuple[str, ...] = ("tiny", "small")) -> str:
     (experiments/README.md)."""
     def m(key):
         return f"<!--n:{key}-->{number(key)}<!--/n-->"
-    lines = ["| tier | optimizer | best 2BW correction | gap to sync, 95 % interval, seeds | "
-             "in sync's sd | verdict |", "|" + " --- |" * 6]
+    lines = ["| tier | optimizer | best 2BW correction | chosen on seeds | gap to sync, 95 % "
+             "interval, seeds | in sync's sd | verdict |", "|" + " --- |" * 7]
     for t in tiers:
         R = load_results(get_tier(t).results)
         for o in OPTIMIZERS:
             if zero_gap_row(R, o) is None:
                 continue
             lines.append(f"| `{t}` | {LABEL[o]} | {m(f'{t}/zerogap/{o}')} | "
-                         f"{m(f'{t}/zerogappd/{o}')} | {m(f'{t}/zerogapsd/{o}')} | "
+                         f"{m(f'{t}/zerogapseeds/{o}')} | {m(f'{t}/zerogappd/{o}')} | "
+                         f"{m(f'{t}/zerogapsd/{o}')} | "
                          f"{m(f'{t}/zerogapvd/{o}')} |")
     return "\n".join(lines)
