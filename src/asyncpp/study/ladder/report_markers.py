@@ -21,12 +21,14 @@ from asyncpp.train.config import from_dict
 
 from . import protocol, stats
 from .ladder_verdicts import (
+    L1_MARGIN,
     MIN_SEEDS,
     PREREGISTERED_SEEDS,
     combine,
     evidence_of,
     ladder_tiers,
     parts,
+    post_hoc_margin,
     protocol_evidence_of,
     protocol_verdict_of,
     verdict_of,
@@ -164,9 +166,12 @@ def number(key: str) -> str:
       holds, does not hold, within noise, pending; ``ladder_verdicts``), ``predwhy/L`` its
       parts with their evidence (the tier in the key is ignored: they read every ladder tier);
       ``pred3/L``, ``predwhy3/L`` the same on the pre-registered seeds 0–2 only;
-      ``prednew/L``, ``prednewwhy/L`` (L3, L6) the verdict and parts under the study
-      protocol's tests (share ≥ 50 % with Fieller's interval; the slope over log₂ tokens);
+      ``prednew/L``, ``prednewwhy/L`` (L1, L3, L6, L7, L9) the verdict and parts under the
+      study protocol's tests (TOST at L1's declared margin; share ≥ 50 % with Fieller's
+      interval; the slope over log₂ tokens; TOST at a post-hoc margin for L7 and L9);
       ``predtier/L`` the verdict of L's parts on the key's tier alone (L1, L5: one size);
+      ``margin/L1`` L1's declared equivalence margin, ``margin/post-hoc`` the post-hoc one of
+      L7 and L9 ("±0.04");
     - ``fieller/S/A/C`` — the share of the gap A − S that C recovers with Fieller's 95 %
       interval ("70 % [38, 82]"), or why there is none (the gap not established);
     - ``paper/gap/O``, ``paper/rec/O`` — the paper's 360M gap and EF share (``PAPER_360M``);
@@ -221,7 +226,8 @@ def _pred(k: Key) -> str:
 
 
 def _prednew(k: Key) -> str:
-    """The study protocol's reading of L3 or L6 (``ladder_verdicts.protocol_parts``)."""
+    """The study protocol's reading of L1, L3, L6, L7 or L9
+    (``ladder_verdicts.protocol_parts``)."""
     return (protocol_evidence_of if "why" in k.kind else protocol_verdict_of)(k.args[0])
 
 
@@ -231,6 +237,15 @@ def _predtier(k: Key) -> str:
     if not mine:
         raise KeyError(f"prediction {k.args[0]} has no part of its own on {k.tier}")
     return combine(mine)
+
+
+def _margin(k: Key) -> str:
+    """L1's declared margin or the post-hoc one (``ladder_verdicts.post_hoc_margin``)."""
+    if k.args[0] == "L1":
+        return f"±{L1_MARGIN:g}"
+    if k.args[0] == "post-hoc":
+        return f"±{post_hoc_margin():g}"
+    raise KeyError(f"no margin {k.args[0]!r} (L1 or post-hoc)")
 
 
 def _fieller(k: Key) -> str:
@@ -467,6 +482,7 @@ KINDS: dict[str, Callable[[Key], str]] = {
     "flatdrop": _flatdrop,
     **dict.fromkeys(("pred", "predwhy", "pred3", "predwhy3"), _pred),
     "prednew": _prednew, "prednewwhy": _prednew, "predtier": _predtier, "fieller": _fieller,
+    "margin": _margin,
 }
 
 
