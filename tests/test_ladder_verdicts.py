@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 from scipy import stats as st
 
+from asyncpp.study import stats as S
 from asyncpp.study.ladder import ladder_verdicts as lv
-from asyncpp.study.ladder import stats, sweep
+from asyncpp.study.ladder import primary, stats, sweep
 from asyncpp.study.ladder import tables_opt as to
 from asyncpp.study.ladder.report_common import load_results
 
@@ -213,3 +214,46 @@ def test_l7_does_not_grow_is_the_upper_test_of_tost_unpaired(tmp_path):
     assert fails.verdict == lv.FAILS and "one-sided p = " in fails.evidence
     assert lv.protocol_parts("L7", {"opt-180k": tiers(0.012)["opt-180k"]})[0].verdict == \
         lv.PENDING
+
+
+def test_holm_turns_a_nominal_p_into_not_established(tmp_path):
+    """Hand-made opt-180k cells: AdamW's gap is large (P1 holds after Holm); Muon + EF sits
+    below sync with a nominal two-sided p ≈ 0.03 (P4) — Holm over the four endpoints that can
+    be tested (no token ladder: P5 is not measurable) multiplies it by 3, so it is not
+    established; EF recovers nothing (P3), Muon's gap is wide (P2)."""
+    base = {k: 4.0 + 0.01 * k for k in range(5)}
+    _write(tmp_path, "adamw-sync", base)
+    adamw_async = {k: v + g for (k, v), g in zip(base.items(), (0.30, 0.31, 0.29, 0.30, 0.32))}
+    _write(tmp_path, "adamw-async", adamw_async)
+    _write(tmp_path, "adamw-ef", adamw_async)
+    _write(tmp_path, "muon-sync", base)
+    _write(tmp_path, "muon-async", {k: v + g for (k, v), g in
+                                    zip(base.items(), (0.2, -0.1, 0.3, 0.0, 0.1))})
+    _write(tmp_path, "muon-ef", {k: v + g for (k, v), g in
+                                 zip(base.items(), (-0.05, -0.01, -0.06, -0.01, -0.04))})
+    fam = {q.id: q for q in primary.family(load_results(tmp_path))}
+    assert [q for q in fam if fam[q].p is None] == ["P5"] and fam["P5"].verdict == "pending"
+    p4 = st.ttest_1samp([-0.05, -0.01, -0.06, -0.01, -0.04], 0.0).pvalue
+    assert fam["P4"].p == pytest.approx(p4) and 0.01 < p4 < 0.05
+    assert fam["P4"].p_holm == pytest.approx(3 * p4) and fam["P4"].verdict == "not established"
+    p1 = st.ttest_1samp([0.30, 0.31, 0.29, 0.30, 0.32], 0.0, alternative="greater").pvalue
+    assert fam["P1"].p == pytest.approx(p1) and fam["P1"].p_holm == pytest.approx(4 * p1)
+    assert fam["P1"].verdict == "holds"
+    assert fam["P3"].p > 0.5  # EF recovers nothing: the one-sided share test is far from it
+    assert "Holm p = " in fam["P4"].text()
+
+
+def test_primary_endpoints_name_ladder_parts_that_exist():
+    """Every primary endpoint's ladder part is a part of its prediction under the study
+    protocol's reading (a renamed part would silently lose its Holm p), and the family is
+    protocol v2's, Holm-adjusted as ``stats.holm`` defines it."""
+    tiers = lv.ladder_tiers()
+    for pid, (key, text) in primary.PARTS.items():
+        assert text in [p.text for p in lv.protocol_parts(key, tiers)], pid
+        assert f"**primary {pid}**" in lv.protocol_evidence_of(key, tiers)
+    fam = primary.family(tiers["opt-180k"])
+    assert [q.id for q in fam] == [e["id"] for e in primary.protocol()["endpoint"]]
+    tested = {q.id: q.p for q in fam if q.p is not None}
+    assert {q.id: q.p_holm for q in fam if q.p is not None} == S.holm(tested)
+    # an exploratory part carries no Holm p
+    assert "primary" not in lv.protocol_evidence_of("L9", tiers)

@@ -27,7 +27,7 @@ import tomllib
 from scipy import stats as st
 
 from .. import stats as study_stats
-from . import protocol, stats
+from . import primary, protocol, stats
 from . import tables_opt as to
 from .paths import EXPERIMENTS
 from .report_common import (
@@ -399,8 +399,12 @@ def protocol_verdict_of(key: str, tiers: dict | None = None) -> str:
 
 
 def protocol_evidence_of(key: str, tiers: dict | None = None) -> str:
+    """Every part under the study protocol's tests, "text: verdict (evidence)"; a part that
+    is one of protocol v2's primary endpoints also carries that endpoint's declared test and
+    Holm-adjusted p (``primary.tag_of``); the others are exploratory."""
     tiers = tiers if tiers is not None else ladder_tiers()
-    return "; ".join(f"{p.text}: **{p.verdict}** ({p.evidence})"
+    fam = primary.family(tiers["opt-180k"])
+    return "; ".join(f"{p.text}: **{p.verdict}** ({p.evidence}{primary.tag_of(key, p.text, fam)})"
                      for p in protocol_parts(key, tiers))
 
 

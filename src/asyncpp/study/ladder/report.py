@@ -87,6 +87,7 @@ from .report_markers import (  # noqa: F401
     NUMBER_RE,
     fill_numbers,
     glance_table,
+    marked_primary_table,
     marked_table,
     number,
     stale_numbers,
@@ -219,6 +220,7 @@ def report_tier(study: Path | str) -> Path:
 GLANCE_HEAD = "| run | regime | optimizer |"  # the table starts so
 ZERO_GAP_OPT = ("<!-- zero-gap-opt:begin -->", "<!-- zero-gap-opt:end -->")
 ZERO_GAP_SHORT = ("<!-- zero-gap-short:begin -->", "<!-- zero-gap-short:end -->")
+PRIMARY = ("<!-- primary:begin -->", "<!-- primary:end -->")
 
 
 def _between_markers(text: str, markers: tuple[str, str], table: str) -> str:
@@ -234,6 +236,7 @@ def _ladder_zero_gap(text: str) -> str:
     optimizer) with results so far (rows appear as the runs land), and the short-training
     tiers'; their numbers are markers."""
     text = _between_markers(text, ZERO_GAP_OPT, marked_table(("opt-180k", "opt-580k")))
+    text = _between_markers(text, PRIMARY, marked_primary_table())
     return _between_markers(text, ZERO_GAP_SHORT, marked_table(("tiny", "small")))
 
 

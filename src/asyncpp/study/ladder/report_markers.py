@@ -19,7 +19,7 @@ from pathlib import Path
 from asyncpp.data import load_data
 from asyncpp.train.config import from_dict
 
-from . import protocol, stats
+from . import primary, protocol, stats
 from .ladder_verdicts import (
     L1_MARGIN,
     MIN_SEEDS,
@@ -170,6 +170,8 @@ def number(key: str) -> str:
       study protocol's tests (TOST at L1's declared margin; share ≥ 50 % with Fieller's
       interval; the slope over log₂ tokens; TOST at a post-hoc margin for L7 and L9);
       ``predtier/L`` the verdict of L's parts on the key's tier alone (L1, L5: one size);
+      ``primary/P`` protocol v2's primary endpoint P on the tier's results, its estimate,
+      interval, p and Holm-adjusted p (``primary.family``), ``primaryvd/P`` its verdict;
       ``margin/L1`` L1's declared equivalence margin, ``margin/post-hoc`` the post-hoc one of
       L7 and L9 ("±0.04");
     - ``fieller/S/A/C`` — the share of the gap A − S that C recovers with Fieller's 95 %
@@ -237,6 +239,11 @@ def _predtier(k: Key) -> str:
     if not mine:
         raise KeyError(f"prediction {k.args[0]} has no part of its own on {k.tier}")
     return combine(mine)
+
+
+def _primary(k: Key) -> str:
+    q = next(q for q in primary.family(k.R) if q.id == k.args[0])
+    return q.verdict if k.kind == "primaryvd" else q.text()
 
 
 def _margin(k: Key) -> str:
@@ -482,7 +489,7 @@ KINDS: dict[str, Callable[[Key], str]] = {
     "flatdrop": _flatdrop,
     **dict.fromkeys(("pred", "predwhy", "pred3", "predwhy3"), _pred),
     "prednew": _prednew, "prednewwhy": _prednew, "predtier": _predtier, "fieller": _fieller,
-    "margin": _margin,
+    "margin": _margin, "primary": _primary, "primaryvd": _primary,
 }
 
 
@@ -582,4 +589,21 @@ def marked_table(tiers: tuple[str, ...] = ("tiny", "small")) -> str:
                          f"{m(f'{t}/zerogapseeds/{o}')} | {m(f'{t}/zerogappd/{o}')} | "
                          f"{m(f'{t}/zerogapsd/{o}')} | "
                          f"{m(f'{t}/zerogapvd/{o}')} |")
+    return "\n".join(lines)
+
+
+def marked_primary_table(tier: str = "opt-180k") -> str:
+    """Protocol v2's primary endpoints on ``tier``'s results as marked numbers: the
+    declaration (from protocol-v2.toml), the ladder part it reads, the test's numbers with the
+    Holm-adjusted p, and the verdict on that p."""
+    def m(key):
+        return f"<!--n:{key}-->{number(key)}<!--/n-->"
+    lines = ["| endpoint | what | declared test | ladder part | estimate, interval, p, Holm p "
+             "| verdict (Holm) |", "|" + " --- |" * 6]
+    for e in primary.protocol()["endpoint"]:
+        part = primary.PARTS.get(e["id"])
+        where = f"{part[0]}: {part[1]}" if part else "— (no part of L1–L10)"
+        i = e["id"]
+        lines.append(f"| {i} | {e['what']} | {e['test']} | {where} | "
+                     f"{m(f'{tier}/primary/{i}')} | {m(f'{tier}/primaryvd/{i}')} |")
     return "\n".join(lines)
