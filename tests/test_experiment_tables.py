@@ -11,6 +11,7 @@ import pytest
 
 from asyncpp.study.ladder import report, report_markers, sections, sweep, tables
 from asyncpp.study.ladder import report_common as rc
+from asyncpp.study.ladder import report_zero_gap as zg
 from asyncpp.study.ladder import tables_cells as tc
 
 EXP = Path(__file__).resolve().parents[1] / "experiments"
@@ -167,12 +168,43 @@ def test_zero_gap_picks_the_lowest_correction_and_states_its_noise():
     md = report.table_zero_gap(R)
     row = next(ln for ln in md.splitlines() if ln.startswith("| Muon |"))
     # differences 0, +0.03, 0: one seed above sync, two tied; sync's sd 0.01
-    assert row == ("| Muon | EF(γ*) | +0.010 ± 0.017 | [−0.033, +0.053] | 1/3 | +1.0 "
-                   "| within noise |")
+    assert row == ("| Muon | EF(γ*) | 0–2 (2 corrections) | +0.010 ± 0.017 | [−0.033, +0.053] "
+                   "| 1/3 | +1.0 | within noise |")
     # AdamW's two seeds: its n differs from the header's; sync's sd 0, so no sd units
-    assert "| AdamW | EF | +0.550 ± 0.071 (n=2) |" in md and "| 2/2 | — | within noise |" in md
+    assert "| AdamW | EF | 0, 1 (1 correction) | +0.550 ± 0.071 (n=2) |" in md
+    assert "| 2/2 | — | within noise |" in md
     assert md.count("\n| ") == 3  # header rule and two rows: no SOAP row
     assert report.zero_gap_row(R, "soap") is None
+
+
+def test_zero_gap_chooses_the_best_correction_on_common_seeds():
+    """Nesterov ran seeds 0–2 only and EF(γ*) 0–4; seeds 3–4 are a worse draw for every cell.
+    On its own seeds EF(γ*)'s mean (3.140) is above Nesterov's (3.110), so a choice on
+    different seed sets picks Nesterov; on the common seeds 0–2 EF(γ*) is lower (3.100 against
+    3.110) and is the one chosen. Its gap to sync then reads all five seeds it shares."""
+    R = _R({"muon-sync": {0: 3.00, 1: 3.00, 2: 3.00, 3: 3.20, 4: 3.20},
+            "muon-efg": {0: 3.09, 1: 3.10, 2: 3.11, 3: 3.20, 4: 3.20},
+            "muon-nag": {0: 3.10, 1: 3.11, 2: 3.12}})
+    cands, seeds = zg.choice_seeds(R, "muon")
+    assert cands == ("efg", "nag") and seeds == (0, 1, 2)
+    z = report.zero_gap_row(R, "muon")
+    assert z.correction == "efg" and z.chosen_on == (0, 1, 2) and z.compared == 2
+    assert z.paired.seeds == (0, 1, 2, 3, 4)
+    row = next(ln for ln in report.table_zero_gap(R).splitlines() if ln.startswith("| Muon |"))
+    assert row.startswith("| Muon | EF(γ*) | 0–2 (2 corrections) | +0.060 ± 0.055 |")
+    text = " ".join(zg.section_zero_gap(R, TINY)[0])
+    assert zg.CHOICE_RULE in text and "never on means over different seed sets" in text
+
+
+def test_zero_gap_leaves_out_the_correction_that_breaks_the_common_seeds():
+    """A correction sharing only seeds 3–4 with sync and another sharing 0–2 have no seed in
+    common: the one with fewer seeds leaves the choice, which is made on the other's."""
+    R = _R({"adamw-sync": {k: 3.0 for k in range(5)},
+            "adamw-ef": {0: 3.3, 1: 3.3, 2: 3.3},
+            "adamw-taylor": {3: 3.1, 4: 3.1}})
+    assert zg.choice_seeds(R, "adamw") == (("ef",), (0, 1, 2))
+    assert report.zero_gap_row(R, "adamw").correction == "ef"
+    assert zg.seeds_text((0, 2, 4)) == "0, 2, 4"
 
 
 def test_figures_fit_a_700_px_column(tmp_path):

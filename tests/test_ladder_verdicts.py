@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 from scipy import stats as st
 
+from asyncpp.study import stats as S
 from asyncpp.study.ladder import ladder_verdicts as lv
-from asyncpp.study.ladder import stats, sweep
+from asyncpp.study.ladder import primary, stats, sweep
 from asyncpp.study.ladder import tables_opt as to
 from asyncpp.study.ladder.report_common import load_results
 
@@ -160,3 +161,99 @@ def test_verdicts_on_the_preregistered_seeds_beside_all_seeds(tmp_path):
     first = lambda t: lv.parts("L1", t)[0]  # noqa: E731  AdamW's gap above zero
     assert first(tiers).verdict == lv.HOLDS
     assert first(lv.restrict(tiers, lv.PREREGISTERED_SEEDS)).verdict == lv.NOISE
+
+
+def _muon(tmp: Path, cells: dict[str, float], jitter=(0.0, 0.004, -0.003, 0.002, -0.001)):
+    """Muon cells at 3.9 + offset, seeds 0–4, each seed's own small wiggle per cell."""
+    for i, (cell, off) in enumerate(cells.items()):
+        _write(tmp, cell, {k: 3.9 + off + (i + 1) * j for k, j in enumerate(jitter)})
+    return load_results(tmp)
+
+
+def test_l1_reads_muons_gap_by_tost_at_its_declared_margin(tmp_path):
+    """A gap of +0.005 with little spread: the old rule says "below 0.04" holds and TOST at
+    ±0.04 says equivalent; +0.10 is beyond the margin (does not hold); a gap of +0.02 with a
+    spread of ±0.08 is neither (not established) — where the old rule says within noise."""
+    def muon_part(offset, jitter=(0.0, 0.004, -0.003, 0.002, -0.001)):
+        R = _muon(tmp_path / str(offset) / str(jitter[1]),
+                  {"muon-sync": 0.0, "muon-async": offset}, jitter)
+        new = [p for p in lv.protocol_parts("L1", {"opt-180k": R}) if "Muon's 2BW gap" in p.text]
+        old = [p for p in lv.parts("L1", {"opt-180k": R}) if "Muon's gap below" in p.text]
+        return new[0], old[0]
+    new, old = muon_part(0.005)
+    assert (new.verdict, old.verdict) == (lv.HOLDS, lv.HOLDS)
+    assert "TOST within ±0.04" in new.text and "declared before the runs" in new.evidence
+    assert muon_part(0.10)[0].verdict == lv.FAILS
+    new, old = muon_part(0.02, (0.0, 0.08, -0.08, 0.06, -0.05))
+    assert (new.verdict, old.verdict) == (lv.OPEN, lv.NOISE)
+    assert lv.combine([new, old]) == lv.OPEN
+
+
+def test_l9_nesterov_equivalence_is_labelled_post_hoc_and_exploratory(tmp_path):
+    R = _muon(tmp_path, {"muon-ef": 0.0, "muon-nag": 0.003})
+    new = lv.protocol_parts("L9", {"opt-180k": R})
+    assert len(new) == 3 and new[2].verdict == lv.HOLDS
+    assert f"post-hoc margin ±{lv.post_hoc_margin():g}" in new[2].evidence
+    assert "exploratory" in new[2].evidence
+    # the old rule reads a tight +0.0034 difference (interval above zero) as "does not hold"
+    old = lv.parts("L9", {"opt-180k": R})[2]
+    assert old.verdict == lv.FAILS and old.evidence.startswith("+0.003")
+    assert lv.post_hoc_margin() > 0 and "L9" in lv.POST_HOC and "L1" not in lv.POST_HOC
+
+
+def test_l7_does_not_grow_is_the_upper_test_of_tost_unpaired(tmp_path):
+    """Muon's gap 0.010 at 180k and 0.012 at 580k, tight: below +margin (holds); 0.20 at
+    580k: above it (does not hold); without opt-580k, pending."""
+    def tiers(gap580):
+        small = _muon(tmp_path / "s", {"muon-sync": 0.0, "muon-async": 0.010})
+        big = _muon(tmp_path / f"b{gap580}", {"muon-sync": 0.0, "muon-async": gap580},
+                    (0.0, 0.002, -0.004, 0.001, 0.003))
+        return {"opt-180k": small, "opt-580k": big}
+    assert lv.protocol_parts("L7", tiers(0.012))[0].verdict == lv.HOLDS
+    fails = lv.protocol_parts("L7", tiers(0.20))[0]
+    assert fails.verdict == lv.FAILS and "one-sided p = " in fails.evidence
+    assert lv.protocol_parts("L7", {"opt-180k": tiers(0.012)["opt-180k"]})[0].verdict == \
+        lv.PENDING
+
+
+def test_holm_turns_a_nominal_p_into_not_established(tmp_path):
+    """Hand-made opt-180k cells: AdamW's gap is large (P1 holds after Holm); Muon + EF sits
+    below sync with a nominal two-sided p ≈ 0.03 (P4) — Holm over the four endpoints that can
+    be tested (no token ladder: P5 is not measurable) multiplies it by 3, so it is not
+    established; EF recovers nothing (P3), Muon's gap is wide (P2)."""
+    base = {k: 4.0 + 0.01 * k for k in range(5)}
+    _write(tmp_path, "adamw-sync", base)
+    adamw_async = {k: v + g for (k, v), g in zip(base.items(), (0.30, 0.31, 0.29, 0.30, 0.32))}
+    _write(tmp_path, "adamw-async", adamw_async)
+    _write(tmp_path, "adamw-ef", adamw_async)
+    _write(tmp_path, "muon-sync", base)
+    _write(tmp_path, "muon-async", {k: v + g for (k, v), g in
+                                    zip(base.items(), (0.2, -0.1, 0.3, 0.0, 0.1))})
+    _write(tmp_path, "muon-ef", {k: v + g for (k, v), g in
+                                 zip(base.items(), (-0.05, -0.01, -0.06, -0.01, -0.04))})
+    fam = {q.id: q for q in primary.family(load_results(tmp_path))}
+    assert [q for q in fam if fam[q].p is None] == ["P5"] and fam["P5"].verdict == "pending"
+    p4 = st.ttest_1samp([-0.05, -0.01, -0.06, -0.01, -0.04], 0.0).pvalue
+    assert fam["P4"].p == pytest.approx(p4) and 0.01 < p4 < 0.05
+    assert fam["P4"].p_holm == pytest.approx(3 * p4) and fam["P4"].verdict == "not established"
+    p1 = st.ttest_1samp([0.30, 0.31, 0.29, 0.30, 0.32], 0.0, alternative="greater").pvalue
+    assert fam["P1"].p == pytest.approx(p1) and fam["P1"].p_holm == pytest.approx(4 * p1)
+    assert fam["P1"].verdict == "holds"
+    assert fam["P3"].p > 0.5  # EF recovers nothing: the one-sided share test is far from it
+    assert "Holm p = " in fam["P4"].text()
+
+
+def test_primary_endpoints_name_ladder_parts_that_exist():
+    """Every primary endpoint's ladder part is a part of its prediction under the study
+    protocol's reading (a renamed part would silently lose its Holm p), and the family is
+    protocol v2's, Holm-adjusted as ``stats.holm`` defines it."""
+    tiers = lv.ladder_tiers()
+    for pid, (key, text) in primary.PARTS.items():
+        assert text in [p.text for p in lv.protocol_parts(key, tiers)], pid
+        assert f"**primary {pid}**" in lv.protocol_evidence_of(key, tiers)
+    fam = primary.family(tiers["opt-180k"])
+    assert [q.id for q in fam] == [e["id"] for e in primary.protocol()["endpoint"]]
+    tested = {q.id: q.p for q in fam if q.p is not None}
+    assert {q.id: q.p_holm for q in fam if q.p is not None} == S.holm(tested)
+    # an exploratory part carries no Holm p
+    assert "primary" not in lv.protocol_evidence_of("L9", tiers)

@@ -83,6 +83,43 @@ def test_tost_is_two_one_sided_scipy_tests_and_the_90_interval_inside_the_band(d
         assert (iv.p < 0.05) == inside
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.lists(vals, min_size=2, max_size=8), st.lists(vals, min_size=2, max_size=8),
+       st.floats(0.01, 3.0))
+def test_welch_tost_and_its_upper_test_are_scipys_one_sided_welch_tests(a, b, m):
+    if not (_spread(a) and _spread(b)):
+        return  # no spread: the t statistic is not defined
+    lower = sps.ttest_ind([x + m for x in a], b, equal_var=False, alternative="greater").pvalue
+    upper = sps.ttest_ind([x - m for x in a], b, equal_var=False, alternative="less").pvalue
+    ci = sps.ttest_ind(a, b, equal_var=False).confidence_interval(0.90)
+    both, one = S.welch_tost(a, b, m), S.welch_at_most(a, b, m)
+    assert both.p == pytest.approx(max(lower, upper), rel=1e-9, abs=1e-12)
+    assert one.p == pytest.approx(upper, rel=1e-9, abs=1e-12)
+    for iv in (both, one):
+        assert (iv.lo, iv.hi) == pytest.approx((ci.low, ci.high), rel=1e-9, abs=1e-12)
+        assert iv.estimate == pytest.approx(sum(a) / len(a) - sum(b) / len(b))
+    if abs(one.p - 0.05) > 1e-9:
+        assert (one.p < 0.05) == (one.hi < m)  # established iff the 90 % upper end < m
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(vals, min_size=2, max_size=8), st.floats(0.01, 3.0))
+def test_at_most_is_the_upper_one_sided_paired_test(d, m):
+    if not _spread(d):
+        return
+    iv = S.at_most(_seeded(d), _seeded([0.0] * len(d)), m)
+    upper = sps.ttest_1samp([x - m for x in d], 0.0, alternative="less").pvalue
+    assert iv.p == pytest.approx(upper, rel=1e-9, abs=1e-12)
+    assert iv.p <= S.tost(_seeded(d), _seeded([0.0] * len(d)), m).p + 1e-15
+
+
+def test_unpaired_tests_need_two_values_a_side_and_a_positive_margin():
+    with pytest.raises(S.TooFewSeeds, match="2 values a side"):
+        S.welch_tost([1.0], [1.0, 2.0], 0.1)
+    with pytest.raises(ValueError, match="margin"):
+        S.welch_at_most([1.0, 2.0], [1.0, 2.0], 0.0)
+
+
 def test_tost_needs_a_positive_margin():
     with pytest.raises(ValueError, match="margin"):
         S.tost({0: 1.0, 1: 2.0}, {0: 1.0, 1: 2.5}, 0.0)

@@ -11,6 +11,13 @@ degrees of freedom; :math:`\alpha` is the test's level (0.05 unless stated).
   :math:`p = \max(p_-, p_+)` with :math:`p_\pm` the one-sided p-values of
   :math:`\bar d \le -m` and :math:`\bar d \ge m`; equivalent iff :math:`p < \alpha`, i.e. iff
   the :math:`1-2\alpha` interval lies inside :math:`(-m, m)`.
+- :func:`welch_tost` — the same for two unpaired samples (different models share no seed
+  noise): :math:`\bar a - \bar b` with :math:`se^2 = s_a^2/n_a + s_b^2/n_b` and Welch's
+  :math:`\nu = se^4 / (\frac{(s_a^2/n_a)^2}{n_a - 1} + \frac{(s_b^2/n_b)^2}{n_b - 1})`.
+- :func:`at_most`, :func:`welch_at_most` — "the difference is below +m" (non-inferiority,
+  the upper of TOST's two one-sided tests): :math:`p = P(T_\nu \le (\bar d - m)/se)`;
+  established iff :math:`p < \alpha`, i.e. iff the upper end of the :math:`1-2\alpha`
+  interval lies below m.
 - :func:`holm` — Holm's step-down adjustment over the declared primary endpoints:
   :math:`\tilde p_{(i)} = \max_{j \le i} \min\{1, (M - j + 1)\,p_{(j)}\}`.
 - :func:`fieller_share` — the share of a gap a correction recovers,
@@ -120,6 +127,61 @@ def tost(a: Mapping[int, float], b: Mapping[int, float], margin: float,
         p_high = _st.t.cdf((m - margin) / se, n - 1)  # H0: mean >= +margin
         p = float(max(p_low, p_high))
     return Interval(m, lo, hi, p, n, seeds)
+
+
+def _welch(a: Sequence[float], b: Sequence[float]) -> tuple[float, float, float]:
+    """(mean difference, standard error, Welch's degrees of freedom) of a − b."""
+    if len(a) < 2 or len(b) < 2:
+        raise TooFewSeeds(f"an unpaired comparison needs at least 2 values a side, has "
+                          f"{len(a)} and {len(b)}")
+    (ma, sa), (mb, sb) = _mean_sd(a), _mean_sd(b)
+    va, vb = sa * sa / len(a), sb * sb / len(b)
+    se = math.sqrt(va + vb)
+    dof = (va + vb) ** 2 / (va * va / (len(a) - 1) + vb * vb / (len(b) - 1)) if se > 0 else 1.0
+    return ma - mb, se, dof
+
+
+def _one_sided_below(m: float, se: float, dof: float, margin: float) -> float:
+    """p of H0: mean ≥ margin against H1: mean < margin."""
+    if se == 0:
+        return 0.0 if m < margin else 1.0
+    return float(_st.t.cdf((m - margin) / se, dof))
+
+
+def _equivalence(m: float, se: float, dof: float, margin: float, alpha: float, n: int,
+                 seeds: tuple[int, ...] = (), upper_only: bool = False) -> Interval:
+    if not margin > 0:
+        raise ValueError(f"an equivalence margin must be positive, got {margin}")
+    q = float(_st.t.ppf(1 - alpha, dof))
+    p = _one_sided_below(m, se, dof, margin)
+    if not upper_only:
+        p = max(p, _one_sided_below(-m, se, dof, margin))  # H0: mean <= -margin
+    return Interval(m, m - q * se, m + q * se, p, n, seeds)
+
+
+def at_most(a: Mapping[int, float], b: Mapping[int, float], margin: float,
+            alpha: float = ALPHA) -> Interval:
+    """"a − b lies below +``margin``" on the common seeds (paired): the upper one-sided test
+    of TOST. The interval is the 1 − 2α one; ``p`` the one-sided p-value."""
+    seeds, d = _diffs(a, b)
+    m, _, _, se, _ = _t_interval(d, 2 * alpha)
+    return _equivalence(m, se, len(d) - 1, margin, alpha, len(d), seeds, upper_only=True)
+
+
+def welch_tost(a: Sequence[float], b: Sequence[float], margin: float,
+               alpha: float = ALPHA) -> Interval:
+    """Equivalence of two unpaired samples within ±``margin`` (TOST with Welch's t); the
+    interval is the 1 − 2α one, ``p`` the larger one-sided p, ``n`` the smaller sample."""
+    m, se, dof = _welch(a, b)
+    return _equivalence(m, se, dof, margin, alpha, min(len(a), len(b)))
+
+
+def welch_at_most(a: Sequence[float], b: Sequence[float], margin: float,
+                  alpha: float = ALPHA) -> Interval:
+    """"mean(a) − mean(b) lies below +``margin``" for unpaired samples (Welch): the upper
+    one-sided test of TOST; the interval is the 1 − 2α one."""
+    m, se, dof = _welch(a, b)
+    return _equivalence(m, se, dof, margin, alpha, min(len(a), len(b)), upper_only=True)
 
 
 def holm(pvalues: Mapping[str, float]) -> dict[str, float]:
@@ -248,5 +310,6 @@ def select_lr(scores: Mapping[float, Mapping[int, float]], rule: str = "mean",
     return LrChoice(float(math.exp(vertex)), rule, seeds, means)
 
 
-__all__ = ["ALPHA", "Interval", "LrChoice", "TooFewSeeds", "common", "fieller_share",
-           "gap_slope", "holm", "paired_t", "select_lr", "share_at_least", "tost"]
+__all__ = ["ALPHA", "Interval", "LrChoice", "TooFewSeeds", "at_most", "common",
+           "fieller_share", "gap_slope", "holm", "paired_t", "select_lr", "share_at_least",
+           "tost", "welch_at_most", "welch_tost"]

@@ -23,10 +23,13 @@ from __future__ import annotations
 import dataclasses
 import math
 
+import tomllib
 from scipy import stats as st
 
-from . import protocol, stats
+from .. import stats as study_stats
+from . import primary, protocol, stats
 from . import tables_opt as to
+from .paths import EXPERIMENTS
 from .report_common import (
     LABEL,
     load_results,
@@ -41,9 +44,14 @@ from .report_opt import token_slope
 from .report_zero_gap import zero_gap_row
 from .tiers import get_tier
 
+PROTOCOL_V2 = EXPERIMENTS / "opt-180k" / "protocol-v2.toml"
+
 MIN_SEEDS = 3  # every verdict cell; the token ladder runs 2 seeds (TOKEN_SEEDS)
 TOKEN_SEEDS = 2
 HOLDS, FAILS, NOISE, PENDING = "holds", "does not hold", "within noise", "pending"
+OPEN = "not established"  # an equivalence test that neither establishes nor refutes
+#: L1's margin, declared in the prediction before the runs ("Muon's gap is at most 0.04")
+L1_MARGIN = 0.04
 
 
 @dataclasses.dataclass(frozen=True)
@@ -151,7 +159,8 @@ def parts(key: str, tiers: dict) -> list[Part]:
             out += [Part(f"`{t}`: " + q.text, q.verdict, q.evidence) for q in (
                 _vs(R, "adamw-async", "adamw-sync", +1, "AdamW's 2BW gap above zero"),
                 _exceeds(R, "adamw", "muon"), _between(R, "muon", "soap", "adamw"),
-                _vs(R, "muon-async", "muon-sync", -1, "Muon's gap below 0.04", 0.04))]
+                _vs(R, "muon-async", "muon-sync", -1, f"Muon's gap below {L1_MARGIN:g}",
+                L1_MARGIN))]
         return out
     if key == "L2":
         return [_exceeds(small, "mars", "muon"), _exceeds(small, "lion", "muon"),
@@ -288,16 +297,100 @@ def _slope_part(R, o: str) -> Part:
     return Part(text, v, minus(sl.text()))
 
 
+def post_hoc_margin() -> float:
+    """The equivalence margin of the parts that declared none (L7, L9): protocol v2's margin
+    of Muon's gap (``experiments/opt-180k/protocol-v2.toml``, ``margins.muon_equivalence``),
+    fixed after these runs had been seen — so every verdict that uses it is exploratory."""
+    return float(tomllib.loads(PROTOCOL_V2.read_text())["margins"]["muon_equivalence"])
+
+
+def margin_label(margin: float, declared: bool) -> str:
+    """How a part's margin came to be, said beside its verdict."""
+    if declared:
+        return f"margin ±{margin:g} declared before the runs"
+    return (f"post-hoc margin ±{margin:g}, protocol v2's, fixed after the runs: "
+            "exploratory")
+
+
+def _equivalence_word(tested: study_stats.Interval, lo95: float, hi95: float,
+                      margin: float, upper_only: bool = False) -> str:
+    """holds: the equivalence test rejects (p < α: the 90 % interval inside the margin);
+    does not hold: the 95 % interval lies wholly beyond +margin (or, two-sided, below
+    −margin); else not established."""
+    if tested.p < study_stats.ALPHA:
+        return HOLDS
+    if lo95 > margin or (not upper_only and hi95 < -margin):
+        return FAILS
+    return OPEN
+
+
+def _interval90(x: study_stats.Interval, digits: int = 3) -> str:
+    return minus(f"{x.estimate:+.{digits}f}, 90 % interval [{stats.endpoint(x.lo, digits)}, "
+                 f"{stats.endpoint(x.hi, digits)}]")
+
+
+def _tost_part(R, a: str, b: str, text: str, margin: float, declared: bool) -> Part:
+    """"a − b is 0 within ±margin" by TOST (paired, on the common seeds)."""
+    text = f"{text} (TOST within ±{margin:g})"
+    va, vb = vals(R, a), vals(R, b)
+    if len(study_stats.common(va, vb)) < MIN_SEEDS:
+        return Part(text, PENDING, f"{len(study_stats.common(va, vb))} common seeds")
+    t = study_stats.tost(va, vb, margin)
+    d = study_stats.paired_t(va, vb)
+    return Part(text, _equivalence_word(t, d.lo, d.hi, margin),
+                f"{_interval90(t)}, TOST p = {t.p:.3f} ({t.n} seeds; "
+                f"{margin_label(margin, declared)})")
+
+
+def _size_part(tiers: dict, o: str, margin: float) -> Part:
+    """"o's gap does not grow from 180k to 580k" as "gap(580k) − gap(180k) < +margin" (the
+    upper one-sided test of TOST, unpaired: Welch), with the post-hoc margin."""
+    text = (f"{LABEL[o]}'s gap at 580k not above its gap at 180k by more than {margin:g} "
+            "(TOST's upper test, unpaired)")
+    if "opt-580k" not in tiers:
+        return Part(text, PENDING, "`opt-580k` not run yet")
+    g5, g1 = list(_gaps(tiers["opt-580k"], o).values()), list(_gaps(tiers["opt-180k"],
+                                                                     o).values())
+    w = welch(g5, g1)
+    if w is None or min(len(g5), len(g1)) < MIN_SEEDS:
+        return Part(text, PENDING, f"{min(len(g5), len(g1))} seeds")
+    t = study_stats.welch_at_most(g5, g1, margin)
+    return Part(text, _equivalence_word(t, w.lo, w.hi, margin, upper_only=True),
+                f"gap(580k) − gap(180k) {_interval90(t)}, one-sided p = {t.p:.3f} "
+                f"({margin_label(margin, False)})")
+
+
 def protocol_parts(key: str, tiers: dict) -> list[Part]:
-    """The parts of L3 and L6 under the study protocol's tests, beside :func:`parts` (the old
-    rule): L3's share by the share ≥ 50 % test with Fieller's interval, L6's two gap parts by
-    the slope over every length (its share part is the old rule's)."""
+    """The parts of L1, L3, L6, L7 and L9 under the study protocol's tests, beside
+    :func:`parts` (the old rule): L1's Muon part by TOST at its declared margin; L3's share by
+    the share ≥ 50 % test with Fieller's interval; L6's two gap parts by the slope over every
+    length (its share part is the old rule's); L7 by TOST's upper test of the size change and
+    L9's Nesterov part by TOST, both at the post-hoc margin (:func:`post_hoc_margin`). The
+    other parts keep the old rule (directional statements, which a difference test decides)."""
     small = tiers["opt-180k"]
+    if key == "L1":
+        old = {f"`{t}`: Muon's gap below {L1_MARGIN:g}": t for t in tiers}
+        return [_tost_part(tiers[old[p.text]], "muon-async", "muon-sync",
+                           f"`{old[p.text]}`: Muon's 2BW gap is 0", L1_MARGIN, True)
+                if p.text in old else p for p in parts("L1", tiers)]
     if key == "L3":
         return [_share_test_part(small, o) for o in ("adamw", "muon")]
     if key == "L6":
         return [_slope_part(small, o) for o in ("muon", "adamw")] + parts("L6", tiers)[2:]
-    raise KeyError(f"no study-protocol reading of prediction {key!r} (L3 and L6 have one)")
+    if key == "L7":
+        return [_size_part(tiers, o, post_hoc_margin()) for o in ("muon", "adamw", "soap")]
+    if key == "L9":
+        return parts("L9", tiers)[:2] + [_tost_part(
+            small, "muon-nag", "muon-ef", "Muon: Nesterov − EF is 0", post_hoc_margin(),
+            False)]
+    raise KeyError(f"no study-protocol reading of prediction {key!r} (L1, L3, L6, L7 and L9 "
+                   "have one)")
+
+
+#: the predictions with a reading under the study protocol (``prednew``), and whether that
+#: reading rests on a margin fixed after the runs (exploratory)
+PROTOCOL_KEYS = ("L1", "L3", "L6", "L7", "L9")
+POST_HOC = ("L7", "L9")
 
 
 def protocol_verdict_of(key: str, tiers: dict | None = None) -> str:
@@ -306,8 +399,12 @@ def protocol_verdict_of(key: str, tiers: dict | None = None) -> str:
 
 
 def protocol_evidence_of(key: str, tiers: dict | None = None) -> str:
+    """Every part under the study protocol's tests, "text: verdict (evidence)"; a part that
+    is one of protocol v2's primary endpoints also carries that endpoint's declared test and
+    Holm-adjusted p (``primary.tag_of``); the others are exploratory."""
     tiers = tiers if tiers is not None else ladder_tiers()
-    return "; ".join(f"{p.text}: **{p.verdict}** ({p.evidence})"
+    fam = primary.family(tiers["opt-180k"])
+    return "; ".join(f"{p.text}: **{p.verdict}** ({p.evidence}{primary.tag_of(key, p.text, fam)})"
                      for p in protocol_parts(key, tiers))
 
 
@@ -335,12 +432,16 @@ def _lr_part(tier: str, o: str, m: str) -> Part:
 
 
 def combine(ps: list[Part]) -> str:
+    """does not hold if a part does; pending while one is; holds if all do; else not
+    established when an equivalence part is, within noise otherwise."""
     vs = [p.verdict for p in ps]
     if FAILS in vs:
         return FAILS
     if PENDING in vs:
         return PENDING
-    return HOLDS if all(v == HOLDS for v in vs) else NOISE
+    if all(v == HOLDS for v in vs):
+        return HOLDS
+    return OPEN if OPEN in vs else NOISE
 
 
 def ladder_tiers() -> dict:
@@ -377,5 +478,6 @@ def evidence_of(key: str, tiers: dict | None = None, seeds=None) -> str:
 
 PREDICTIONS = tuple(f"L{i}" for i in range(1, 11))
 
-__all__ = ["PREDICTIONS", "Part", "combine", "directional", "evidence_of", "ladder_tiers", "parts",
-           "protocol_evidence_of", "protocol_parts", "protocol_verdict_of", "verdict_of", "welch"]
+__all__ = ["OPEN", "POST_HOC", "PREDICTIONS", "PROTOCOL_KEYS", "Part", "combine", "directional",
+           "evidence_of", "ladder_tiers", "parts", "post_hoc_margin", "protocol_evidence_of",
+           "protocol_parts", "protocol_verdict_of", "verdict_of", "welch"]

@@ -87,6 +87,7 @@ from .report_markers import (  # noqa: F401
     NUMBER_RE,
     fill_numbers,
     glance_table,
+    marked_primary_table,
     marked_table,
     number,
     stale_numbers,
@@ -218,16 +219,25 @@ def report_tier(study: Path | str) -> Path:
 
 GLANCE_HEAD = "| run | regime | optimizer |"  # the table starts so
 ZERO_GAP_OPT = ("<!-- zero-gap-opt:begin -->", "<!-- zero-gap-opt:end -->")
+ZERO_GAP_SHORT = ("<!-- zero-gap-short:begin -->", "<!-- zero-gap-short:end -->")
+PRIMARY = ("<!-- primary:begin -->", "<!-- primary:end -->")
 
 
-def _ladder_zero_gap(text: str) -> str:
-    """The ladder's zero-gap table between its block markers, rows for every (tier, optimizer)
-    with results so far (rows appear as the runs land; their numbers are markers)."""
-    begin, end = ZERO_GAP_OPT
+def _between_markers(text: str, markers: tuple[str, str], table: str) -> str:
+    begin, end = markers
     if begin not in text:
         return text
     i, j = text.index(begin) + len(begin), text.index(end)
-    return text[:i] + "\n" + marked_table(("opt-180k", "opt-580k")) + "\n" + text[j:]
+    return text[:i] + "\n" + table + "\n" + text[j:]
+
+
+def _ladder_zero_gap(text: str) -> str:
+    """The zero-gap tables between their block markers: the ladder's, rows for every (tier,
+    optimizer) with results so far (rows appear as the runs land), and the short-training
+    tiers'; their numbers are markers."""
+    text = _between_markers(text, ZERO_GAP_OPT, marked_table(("opt-180k", "opt-580k")))
+    text = _between_markers(text, PRIMARY, marked_primary_table())
+    return _between_markers(text, ZERO_GAP_SHORT, marked_table(("tiny", "small")))
 
 
 def main(argv=None) -> int:

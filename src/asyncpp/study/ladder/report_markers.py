@@ -19,14 +19,16 @@ from pathlib import Path
 from asyncpp.data import load_data
 from asyncpp.train.config import from_dict
 
-from . import ef_control_report, protocol, stats
+from . import ef_control_report, primary, protocol, stats
 from .ladder_verdicts import (
+    L1_MARGIN,
     MIN_SEEDS,
     PREREGISTERED_SEEDS,
     combine,
     evidence_of,
     ladder_tiers,
     parts,
+    post_hoc_margin,
     protocol_evidence_of,
     protocol_verdict_of,
     verdict_of,
@@ -53,7 +55,7 @@ from .report_common import (
 )
 from .report_paper import pearson, ranks, table6, updates
 from .report_why import frac, h2_best, h2_gap, h3_factor
-from .report_zero_gap import zero_gap_row
+from .report_zero_gap import choice_text, zero_gap_row
 from .tables import plan
 from .tables_cells import OPTIMIZERS
 from .tiers import get_tier
@@ -158,14 +160,20 @@ def number(key: str) -> str:
     - ``h3f/O/B`` — H3's lr factor for optimizer O at β = B, "× 0.5";
     - ``zerogap/O`` — the zero-gap table's best correction of optimizer O ("EF(γ*)"),
       ``zerogappd/O`` its paired gap to sync with interval and signs, ``zerogapsd/O`` that gap
-      in units of sync's seed sd, ``zerogapvd/O`` its verdict;
+      in units of sync's seed sd, ``zerogapvd/O`` its verdict, ``zerogapseeds/O`` the seeds
+      the choice compared the corrections on ("0–2 (5 corrections)");
     - ``pred/L`` — the verdict of the compute-optimal ladder's prediction L ("L1" … "L10":
       holds, does not hold, within noise, pending; ``ladder_verdicts``), ``predwhy/L`` its
       parts with their evidence (the tier in the key is ignored: they read every ladder tier);
       ``pred3/L``, ``predwhy3/L`` the same on the pre-registered seeds 0–2 only;
-      ``prednew/L``, ``prednewwhy/L`` (L3, L6) the verdict and parts under the study
-      protocol's tests (share ≥ 50 % with Fieller's interval; the slope over log₂ tokens);
+      ``prednew/L``, ``prednewwhy/L`` (L1, L3, L6, L7, L9) the verdict and parts under the
+      study protocol's tests (TOST at L1's declared margin; share ≥ 50 % with Fieller's
+      interval; the slope over log₂ tokens; TOST at a post-hoc margin for L7 and L9);
       ``predtier/L`` the verdict of L's parts on the key's tier alone (L1, L5: one size);
+      ``primary/P`` protocol v2's primary endpoint P on the tier's results, its estimate,
+      interval, p and Holm-adjusted p (``primary.family``), ``primaryvd/P`` its verdict;
+      ``margin/L1`` L1's declared equivalence margin, ``margin/post-hoc`` the post-hoc one of
+      L7 and L9 ("±0.04");
     - ``fieller/S/A/C`` — the share of the gap A − S that C recovers with Fieller's 95 %
       interval ("70 % [38, 82]"), or why there is none (the gap not established);
     - ``paper/gap/O``, ``paper/rec/O`` — the paper's 360M gap and EF share (``PAPER_360M``);
@@ -220,7 +228,8 @@ def _pred(k: Key) -> str:
 
 
 def _prednew(k: Key) -> str:
-    """The study protocol's reading of L3 or L6 (``ladder_verdicts.protocol_parts``)."""
+    """The study protocol's reading of L1, L3, L6, L7 or L9
+    (``ladder_verdicts.protocol_parts``)."""
     return (protocol_evidence_of if "why" in k.kind else protocol_verdict_of)(k.args[0])
 
 
@@ -230,6 +239,20 @@ def _predtier(k: Key) -> str:
     if not mine:
         raise KeyError(f"prediction {k.args[0]} has no part of its own on {k.tier}")
     return combine(mine)
+
+
+def _primary(k: Key) -> str:
+    q = next(q for q in primary.family(k.R) if q.id == k.args[0])
+    return q.verdict if k.kind == "primaryvd" else q.text()
+
+
+def _margin(k: Key) -> str:
+    """L1's declared margin or the post-hoc one (``ladder_verdicts.post_hoc_margin``)."""
+    if k.args[0] == "L1":
+        return f"±{L1_MARGIN:g}"
+    if k.args[0] == "post-hoc":
+        return f"±{post_hoc_margin():g}"
+    raise KeyError(f"no margin {k.args[0]!r} (L1 or post-hoc)")
 
 
 def _fieller(k: Key) -> str:
@@ -434,6 +457,8 @@ def _zerogap(k: Key) -> str:
         return row.paired.fmt(k.d(3))
     if k.kind == "zerogapvd":
         return verdict_of_at_least(row.paired, min_seeds_of(k.tier))
+    if k.kind == "zerogapseeds":
+        return choice_text(row)
     return "—" if row.in_sd is None else f"{row.in_sd:+.{k.d(1)}f}"
 
 
@@ -460,10 +485,11 @@ KINDS: dict[str, Callable[[Key], str]] = {
     "gapratio": _gapratio, "drift": _drift, "driftmean": _drift,
     "pearson": _correlation, "spearman": _correlation, "sdrift": _sdrift, "sdriftmean": _sdrift,
     "h2f": _h2f, "h2gap": _h2gap, "h3f": _h3f,
-    **dict.fromkeys(("zerogap", "zerogapsd", "zerogappd", "zerogapvd"), _zerogap),
+    **dict.fromkeys(("zerogap", "zerogapsd", "zerogappd", "zerogapvd", "zerogapseeds"), _zerogap),
     "flatdrop": _flatdrop,
     **dict.fromkeys(("pred", "predwhy", "pred3", "predwhy3"), _pred),
     "prednew": _prednew, "prednewwhy": _prednew, "predtier": _predtier, "fieller": _fieller,
+    "margin": _margin, "primary": _primary, "primaryvd": _primary,
     **dict.fromkeys(("efc", "efcv"), lambda k: ef_control_report.marker(k.kind, k.args)),
 }
 
@@ -553,14 +579,32 @@ def marked_table(tiers: tuple[str, ...] = ("tiny", "small")) -> str:
     (experiments/README.md)."""
     def m(key):
         return f"<!--n:{key}-->{number(key)}<!--/n-->"
-    lines = ["| tier | optimizer | best 2BW correction | gap to sync, 95 % interval, seeds | "
-             "in sync's sd | verdict |", "|" + " --- |" * 6]
+    lines = ["| tier | optimizer | best 2BW correction | chosen on seeds | gap to sync, 95 % "
+             "interval, seeds | in sync's sd | verdict |", "|" + " --- |" * 7]
     for t in tiers:
         R = load_results(get_tier(t).results)
         for o in OPTIMIZERS:
             if zero_gap_row(R, o) is None:
                 continue
             lines.append(f"| `{t}` | {LABEL[o]} | {m(f'{t}/zerogap/{o}')} | "
-                         f"{m(f'{t}/zerogappd/{o}')} | {m(f'{t}/zerogapsd/{o}')} | "
+                         f"{m(f'{t}/zerogapseeds/{o}')} | {m(f'{t}/zerogappd/{o}')} | "
+                         f"{m(f'{t}/zerogapsd/{o}')} | "
                          f"{m(f'{t}/zerogapvd/{o}')} |")
+    return "\n".join(lines)
+
+
+def marked_primary_table(tier: str = "opt-180k") -> str:
+    """Protocol v2's primary endpoints on ``tier``'s results as marked numbers: the
+    declaration (from protocol-v2.toml), the ladder part it reads, the test's numbers with the
+    Holm-adjusted p, and the verdict on that p."""
+    def m(key):
+        return f"<!--n:{key}-->{number(key)}<!--/n-->"
+    lines = ["| endpoint | what | declared test | ladder part | estimate, interval, p, Holm p "
+             "| verdict (Holm) |", "|" + " --- |" * 6]
+    for e in primary.protocol()["endpoint"]:
+        part = primary.PARTS.get(e["id"])
+        where = f"{part[0]}: {part[1]}" if part else "— (no part of L1–L10)"
+        i = e["id"]
+        lines.append(f"| {i} | {e['what']} | {e['test']} | {where} | "
+                     f"{m(f'{tier}/primary/{i}')} | {m(f'{tier}/primaryvd/{i}')} |")
     return "\n".join(lines)

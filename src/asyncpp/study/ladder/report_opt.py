@@ -18,7 +18,7 @@ from . import report_common as rc
 from . import tables_opt as to
 from .plotting import pyplot
 from .report_common import LABEL, Val, compare_cells, grid, loss, section, vals
-from .report_zero_gap import table_zero_gap
+from .report_zero_gap import CHOICE_RULE, table_zero_gap
 from .tiers import get_tier
 
 MODE_LABEL = {"sync": "synchronous (1F1B)", "async": "2BW", "ef": "2BW + EF",
@@ -173,7 +173,7 @@ def section_claims(R, tier):
         new = _protocol_line(R, o)
         body += [new, ""] if new else []
     body += ["**The zero-gap table**: per optimizer, the best 2BW correction against "
-             "synchronous training.", "", table_zero_gap(R, k), ""]
+             "synchronous training. " + CHOICE_RULE, "", table_zero_gap(R, k), ""]
     return section("opt-claims", body), []
 
 
