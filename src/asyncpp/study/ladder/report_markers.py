@@ -579,7 +579,8 @@ def marked_table(tiers: tuple[str, ...] = ("tiny", "small")) -> str:
     def m(key):
         return f"<!--n:{key}-->{number(key)}<!--/n-->"
     lines = ["| tier | optimizer | best 2BW correction | chosen on seeds | gap to sync, 95 % "
-             "interval, seeds | in sync's sd | verdict |", "|" + " --- |" * 7]
+             "interval, seeds | in sync's sd | verdict (difference, 95 % interval) |",
+             "|" + " --- |" * 7]
     for t in tiers:
         R = load_results(get_tier(t).results)
         for o in OPTIMIZERS:

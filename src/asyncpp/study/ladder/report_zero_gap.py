@@ -117,7 +117,8 @@ def table_zero_gap(R, min_seeds: int = 2) -> str:
     if not rows:
         return "—"
     return grid(["optimizer", "best 2BW correction", "chosen on seeds", "gap to sync",
-                 "95 % interval", "seeds agreeing", "in sync's seed sd", "verdict"], rows)
+                 "95 % interval", "seeds agreeing", "in sync's seed sd",
+                 "verdict (difference, 95 % interval)"], rows)
 
 
 def section_zero_gap(R, tier):
