@@ -207,6 +207,24 @@ def test_zero_gap_leaves_out_the_correction_that_breaks_the_common_seeds():
     assert zg.seeds_text((0, 2, 4)) == "0, 2, 4"
 
 
+def test_a_quoted_share_carries_fiellers_interval(tmp_path, monkeypatch):
+    """``recshare``: the share with Fieller's interval, and "interval unbounded" where the
+    gap's own interval holds zero (no share is supported)."""
+    from asyncpp.study.ladder import protocol
+    R = _R({"muon-sync": {0: 3.00, 1: 3.02, 2: 3.01},
+            "muon-async": {0: 3.20, 1: 3.23, 2: 3.21},
+            "muon-ef": {0: 3.10, 1: 3.12, 2: 3.12},
+            "adamw-sync": {0: 3.0, 1: 3.2, 2: 3.1},
+            "adamw-async": {0: 3.3, 1: 3.0, 2: 3.2},
+            "adamw-ef": {0: 3.1, 1: 3.1, 2: 3.1}})
+    monkeypatch.setitem(report_markers._R_CACHE, "tiny", R)
+    sh = protocol.fieller_share(*(rc.vals(R, f"muon-{m}") for m in ("sync", "async", "ef")))
+    assert report_markers.number("tiny/recshare/muon-sync/muon-async/muon-ef") == \
+        f"{sh.share:.0f} % [{sh.lo:.0f}, {sh.hi:.0f}]"
+    assert report_markers.number("tiny/recshare/adamw-sync/adamw-async/adamw-ef").endswith(
+        " % [interval unbounded]")
+
+
 def test_figures_fit_a_700_px_column(tmp_path):
     pytest.importorskip("matplotlib")
     R = _R({})
