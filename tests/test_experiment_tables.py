@@ -168,10 +168,10 @@ def test_zero_gap_picks_the_lowest_correction_and_states_its_noise():
     md = report.table_zero_gap(R)
     row = next(ln for ln in md.splitlines() if ln.startswith("| Muon |"))
     # differences 0, +0.03, 0: one seed above sync, two tied; sync's sd 0.01
-    assert row == ("| Muon | EF(γ*) | 0–2 (2 corrections) | +0.010 ± 0.017 | [−0.033, +0.053] "
-                   "| 1/3 | +1.0 | within noise |")
+    assert row == ("| Muon | EF(γ*) (seeds 0–2, 2 corrections) | +0.010 ± 0.017 "
+                   "| [−0.033, +0.053] | 1/3 | +1.0 | within noise |")
     # AdamW's two seeds: its n differs from the header's; sync's sd 0, so no sd units
-    assert "| AdamW | EF | 0, 1 (1 correction) | +0.550 ± 0.071 (n=2) |" in md
+    assert "| AdamW | EF (seeds 0, 1, 1 correction) | +0.550 ± 0.071 (n=2) |" in md
     assert "| 2/2 | — | within noise |" in md
     assert md.count("\n| ") == 3  # header rule and two rows: no SOAP row
     assert report.zero_gap_row(R, "soap") is None
@@ -191,7 +191,7 @@ def test_zero_gap_chooses_the_best_correction_on_common_seeds():
     assert z.correction == "efg" and z.chosen_on == (0, 1, 2) and z.compared == 2
     assert z.paired.seeds == (0, 1, 2, 3, 4)
     row = next(ln for ln in report.table_zero_gap(R).splitlines() if ln.startswith("| Muon |"))
-    assert row.startswith("| Muon | EF(γ*) | 0–2 (2 corrections) | +0.060 ± 0.055 |")
+    assert row.startswith("| Muon | EF(γ*) (seeds 0–2, 2 corrections) | +0.060 ± 0.055 |")
     text = " ".join(zg.section_zero_gap(R, TINY)[0])
     assert zg.CHOICE_RULE in text and "never on means over different seed sets" in text
 

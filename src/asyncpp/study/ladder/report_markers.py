@@ -161,7 +161,7 @@ def number(key: str) -> str:
     - ``zerogap/O`` — the zero-gap table's best correction of optimizer O ("EF(γ*)"),
       ``zerogappd/O`` its paired gap to sync with interval and signs, ``zerogapsd/O`` that gap
       in units of sync's seed sd, ``zerogapvd/O`` its verdict, ``zerogapseeds/O`` the seeds
-      the choice compared the corrections on ("0–2 (5 corrections)");
+      the choice compared the corrections on ("seeds 0–2, 5 corrections");
     - ``pred/L`` — the verdict of the compute-optimal ladder's prediction L ("L1" … "L10":
       holds, does not hold, within noise, pending; ``ladder_verdicts``), ``predwhy/L`` its
       parts with their evidence (the tier in the key is ignored: they read every ladder tier);
@@ -591,7 +591,7 @@ def marked_table(tiers: tuple[str, ...] = ("tiny", "small")) -> str:
     (experiments/README.md)."""
     def m(key):
         return f"<!--n:{key}-->{number(key)}<!--/n-->"
-    lines = ["| tier | optimizer | best 2BW correction | chosen on seeds | gap to sync, 95 % "
+    lines = ["| tier | optimizer | best 2BW correction | chosen on | gap to sync, 95 % "
              "interval, seeds | in sync's sd | verdict (difference, 95 % interval) |",
              "|" + " --- |" * 7]
     for t in tiers:
