@@ -10,7 +10,11 @@ zero", "EF(γ*) − EF is not above zero") and gets one of
 - **does not hold** — it lies wholly on the other side;
 - **within noise** — it contains the margin (a prediction of "no difference" can never
   "hold" under this rule: its best outcome is "within noise");
-- **pending** — a cell is missing or has fewer seeds than the rule needs.
+- **pending** — a cell is missing or has fewer seeds than the rule needs;
+- **not established** — (the study protocol's readings, :func:`protocol_parts`) an
+  equivalence test at its margin neither establishes nor refutes the part.
+
+Each part carries the test that decided it (``Part.test``), printed beside its verdict.
 
 A prediction is "holds" when every part holds, "does not hold" when a part does not, and
 otherwise "within noise" (or "pending" while a part is). :func:`verdict_of` and
