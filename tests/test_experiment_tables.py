@@ -168,10 +168,10 @@ def test_zero_gap_picks_the_lowest_correction_and_states_its_noise():
     md = report.table_zero_gap(R)
     row = next(ln for ln in md.splitlines() if ln.startswith("| Muon |"))
     # differences 0, +0.03, 0: one seed above sync, two tied; sync's sd 0.01
-    assert row == ("| Muon | EF(γ*) | 0–2 (2 corrections) | +0.010 ± 0.017 | [−0.033, +0.053] "
-                   "| 1/3 | +1.0 | within noise |")
+    assert row == ("| Muon | EF(γ*) (seeds 0–2, 2 corrections) | +0.010 ± 0.017 "
+                   "| [−0.033, +0.053] | 1/3 | +1.0 | within noise |")
     # AdamW's two seeds: its n differs from the header's; sync's sd 0, so no sd units
-    assert "| AdamW | EF | 0, 1 (1 correction) | +0.550 ± 0.071 (n=2) |" in md
+    assert "| AdamW | EF (seeds 0, 1, 1 correction) | +0.550 ± 0.071 (n=2) |" in md
     assert "| 2/2 | — | within noise |" in md
     assert md.count("\n| ") == 3  # header rule and two rows: no SOAP row
     assert report.zero_gap_row(R, "soap") is None
@@ -191,7 +191,7 @@ def test_zero_gap_chooses_the_best_correction_on_common_seeds():
     assert z.correction == "efg" and z.chosen_on == (0, 1, 2) and z.compared == 2
     assert z.paired.seeds == (0, 1, 2, 3, 4)
     row = next(ln for ln in report.table_zero_gap(R).splitlines() if ln.startswith("| Muon |"))
-    assert row.startswith("| Muon | EF(γ*) | 0–2 (2 corrections) | +0.060 ± 0.055 |")
+    assert row.startswith("| Muon | EF(γ*) (seeds 0–2, 2 corrections) | +0.060 ± 0.055 |")
     text = " ".join(zg.section_zero_gap(R, TINY)[0])
     assert zg.CHOICE_RULE in text and "never on means over different seed sets" in text
 
@@ -205,6 +205,24 @@ def test_zero_gap_leaves_out_the_correction_that_breaks_the_common_seeds():
     assert zg.choice_seeds(R, "adamw") == (("ef",), (0, 1, 2))
     assert report.zero_gap_row(R, "adamw").correction == "ef"
     assert zg.seeds_text((0, 2, 4)) == "0, 2, 4"
+
+
+def test_a_quoted_share_carries_fiellers_interval(tmp_path, monkeypatch):
+    """``recshare``: the share with Fieller's interval, and "interval unbounded" where the
+    gap's own interval holds zero (no share is supported)."""
+    from asyncpp.study.ladder import protocol
+    R = _R({"muon-sync": {0: 3.00, 1: 3.02, 2: 3.01},
+            "muon-async": {0: 3.20, 1: 3.23, 2: 3.21},
+            "muon-ef": {0: 3.10, 1: 3.12, 2: 3.12},
+            "adamw-sync": {0: 3.0, 1: 3.2, 2: 3.1},
+            "adamw-async": {0: 3.3, 1: 3.0, 2: 3.2},
+            "adamw-ef": {0: 3.1, 1: 3.1, 2: 3.1}})
+    monkeypatch.setitem(report_markers._R_CACHE, "tiny", R)
+    sh = protocol.fieller_share(*(rc.vals(R, f"muon-{m}") for m in ("sync", "async", "ef")))
+    assert report_markers.number("tiny/recshare/muon-sync/muon-async/muon-ef") == \
+        f"{sh.share:.0f} % [{sh.lo:.0f}, {sh.hi:.0f}]"
+    assert report_markers.number("tiny/recshare/adamw-sync/adamw-async/adamw-ef").endswith(
+        " % [interval unbounded]")
 
 
 def test_figures_fit_a_700_px_column(tmp_path):

@@ -235,7 +235,7 @@ def test_gpu_report_is_the_ladders(tmp_path, monkeypatch):
     assert "| 2BW + EF | 3.110 ± 0.010 | +0.100 ± 0.000 | [+0.100, +0.100] | 3/3 | worse |" in md
     assert "recovers 50 %" in md  # EF: (3.2 - 3.1) / (3.2 - 3.0)
     # the zero-gap table, once
-    assert md.count("| Muon | EF(γ*) | 0–2 (2 corrections) | +0.050 ± 0.000 |") == 1
+    assert md.count("| Muon | EF(γ*) (seeds 0–2, 2 corrections) | +0.050 ± 0.000 |") == 1
     assert "| muon-sync | 3 | 25,088,000 | 19.9 | 1,500,000 | 12.00 % | 40.0 s | 20 s |" in md
     # the lr grids' runs are in the speed table too: a first call makes nothing else
     lr_row = f"| {to.lr_cell_name('muon', 'sync', to.CENTRE['muon'])} | 1 | 25,088,000 |"

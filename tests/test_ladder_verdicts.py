@@ -182,7 +182,8 @@ def test_l1_reads_muons_gap_by_tost_at_its_declared_margin(tmp_path):
         return new[0], old[0]
     new, old = muon_part(0.005)
     assert (new.verdict, old.verdict) == (lv.HOLDS, lv.HOLDS)
-    assert "TOST within ±0.04" in new.text and "declared before the runs" in new.evidence
+    assert new.test.startswith("equivalence: TOST within ±0.04")
+    assert "declared before the runs" in new.evidence
     assert muon_part(0.10)[0].verdict == lv.FAILS
     new, old = muon_part(0.02, (0.0, 0.08, -0.08, 0.06, -0.05))
     assert (new.verdict, old.verdict) == (lv.OPEN, lv.NOISE)
@@ -257,3 +258,20 @@ def test_primary_endpoints_name_ladder_parts_that_exist():
     assert {q.id: q.p_holm for q in fam if q.p is not None} == S.holm(tested)
     # an exploratory part carries no Holm p
     assert "primary" not in lv.protocol_evidence_of("L9", tiers)
+
+
+def test_every_part_states_the_test_that_decided_it():
+    """Each part of L1–L10, old rule and study protocol alike, names its test beside its
+    verdict: a difference's interval, TOST with its margin, the share test with Fieller's
+    interval, the slope's interval, or a point comparison without one (L10)."""
+    tiers = lv.ladder_tiers()
+    kinds = ("difference:", "equivalence: TOST within ±", "non-inferiority: TOST's upper test",
+             "share ≥ 0.5 test", "slope of the gap", "point comparison")
+    for key in lv.PREDICTIONS:
+        for p in lv.parts(key, tiers) + (lv.protocol_parts(key, tiers)
+                                         if key in lv.PROTOCOL_KEYS else []):
+            assert p.test.startswith(kinds), (key, p.text, p.test)
+            point = p.test.startswith("point")
+            assert ("no interval" in p.test) if point else ("% interval" in p.test), p.test
+        assert lv.evidence_of(key, tiers).count("(*") == len(lv.parts(key, tiers))
+    assert all(p.test.startswith("point") for p in lv.parts("L10", tiers))

@@ -10,7 +10,8 @@ Layers, each importing only those before it (``tests/test_layering.py``):
    ``tables_opt``, ``tables`` (what each tier runs), ``claims``, ``plotting``;
 2. shared readings — ``report_common`` (results, paired comparisons, shares);
 3. tables — ``report_zero_gap``, ``report_paper``, ``report_beyond``, ``report_why``,
-   ``report_opt``, ``report_gpu``; the ladder's verdicts, ``ladder_verdicts``;
+   ``report_opt``, ``report_gpu``; the ladder's verdicts, ``primary`` (its Holm family) and
+   ``ladder_verdicts``;
 4. figures — ``report_figures``; prose numbers — ``report_markers`` (a registry of plain
    functions, one per marker kind);
 5. sections and entry — ``sections`` (table id → section function), ``report``, ``sweep``,

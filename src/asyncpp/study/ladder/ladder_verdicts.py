@@ -10,7 +10,11 @@ zero", "EF(γ*) − EF is not above zero") and gets one of
 - **does not hold** — it lies wholly on the other side;
 - **within noise** — it contains the margin (a prediction of "no difference" can never
   "hold" under this rule: its best outcome is "within noise");
-- **pending** — a cell is missing or has fewer seeds than the rule needs.
+- **pending** — a cell is missing or has fewer seeds than the rule needs;
+- **not established** — (the study protocol's readings, :func:`protocol_parts`) an
+  equivalence test at its margin neither establishes nor refutes the part.
+
+Each part carries the test that decided it (``Part.test``), printed beside its verdict.
 
 A prediction is "holds" when every part holds, "does not hold" when a part does not, and
 otherwise "within noise" (or "pending" while a part is). :func:`verdict_of` and
@@ -49,6 +53,8 @@ PROTOCOL_V2 = EXPERIMENTS / "opt-180k" / "protocol-v2.toml"
 MIN_SEEDS = 3  # every verdict cell; the token ladder runs 2 seeds (TOKEN_SEEDS)
 TOKEN_SEEDS = 2
 HOLDS, FAILS, NOISE, PENDING = "holds", "does not hold", "within noise", "pending"
+WELCH = "difference: unpaired (Welch) 95 % interval"
+POINT = "point comparison of seed 0's grid argmins: no interval"
 OPEN = "not established"  # an equivalence test that neither establishes nor refutes
 #: L1's margin, declared in the prediction before the runs ("Muon's gap is at most 0.04")
 L1_MARGIN = 0.04
@@ -61,6 +67,7 @@ class Part:
     text: str
     verdict: str
     evidence: str
+    test: str = "difference: paired 95 % interval"  # the test that decided ``verdict``
 
 
 def _fmt(p: stats.Paired | None, digits: int = 3, signs: bool = True) -> str:
@@ -146,7 +153,8 @@ def _exceeds(R, o: str, than: str) -> Part:
 def _vs(R, a: str, b: str, sign: int, text: str, margin: float = 0.0,
         min_seeds: int = MIN_SEEDS) -> Part:
     p = pair(R, a, b)
-    return Part(text, directional(p, sign, margin, min_seeds), _fmt(p))
+    test = "difference: paired 95 % interval" + (f" against {margin:g}" if margin else "")
+    return Part(text, directional(p, sign, margin, min_seeds), _fmt(p), test)
 
 
 def parts(key: str, tiers: dict) -> list[Part]:
@@ -182,7 +190,9 @@ def parts(key: str, tiers: dict) -> list[Part]:
                     v = FAILS
                 said = "share on the seed means " + ("—" if x is None else f"{x:.0f} %")
             out.append(Part(f"EF recovers ≥ 50 % of {LABEL[o]}'s gap", v,
-                            f"2BW − EF {_fmt(p)}; {said}"))
+                            f"2BW − EF {_fmt(p)}; {said}",
+                            "difference: paired 95 % interval, and the share on the seed "
+                            "means (no interval)"))
         return out
     if key == "L4":
         return [_vs(small, f"{o}-efg", f"{o}-ef", -1,
@@ -227,7 +237,7 @@ def parts(key: str, tiers: dict) -> list[Part]:
                     f" no share; EF − 2BW at {k} "
                     f"{_fmt(pair(small, f'adamw-ef{x}', f'adamw-async{x}'))}")
         out.append(Part("EF's share of AdamW's gap at 80 tokens/parameter not below its share "
-                        "at 20", v, said))
+                        "at 20", v, said, "difference: per-seed shares, paired 95 % interval"))
         return out
     if key == "L7":
         if "opt-580k" not in tiers:
@@ -239,7 +249,7 @@ def parts(key: str, tiers: dict) -> list[Part]:
             p = welch(list(_gaps(big, o).values()), list(_gaps(small, o).values()))
             out.append(Part(f"{LABEL[o]}'s gap at 580k not above its gap at 180k",
                             _no_growth(p),
-                            f"gap(580k) − gap(180k), unpaired {_fmt(p, signs=False)}"))
+                            f"gap(580k) − gap(180k), unpaired {_fmt(p, signs=False)}", WELCH))
         return out
     if key == "L8":
         return [
@@ -270,31 +280,34 @@ def _share_test_part(R, o: str, s: float = 0.5) -> Part:
     paired interval of (2BW − EF) − s(2BW − sync) — holds above zero, does not hold below —
     reported with the share's Fieller interval; no share while that interval is unbounded
     (the gap itself not established)."""
-    text = f"EF recovers ≥ {100 * s:.0f} % of {LABEL[o]}'s gap (share ≥ s test)"
+    text = f"EF recovers ≥ {100 * s:.0f} % of {LABEL[o]}'s gap"
+    test = (f"share ≥ {s:g} test: paired 95 % interval of (2BW − EF) − {s:g}·(2BW − sync), "
+            "share with Fieller's 95 % interval")
     cells = [vals(R, f"{o}-{m}") for m in ("sync", "async", "ef")]
     sh = protocol.fieller_share(*cells)
     if sh.n < MIN_SEEDS:
-        return Part(text, PENDING, f"{sh.n} common seeds")
+        return Part(text, PENDING, f"{sh.n} common seeds", test)
     if sh.lo is None:
         return Part(text, NOISE, f"no share: the gap is not established (Fieller's interval "
-                                 f"unbounded, {sh.n} seeds)")
+                                 f"unbounded, {sh.n} seeds)", test)
     p = protocol.share_at_least(*cells, s)
     word = protocol.share_test_word(p)
     v = HOLDS if word == protocol.STATED else FAILS if word == protocol.REFUTED else NOISE
     return Part(text, v, f"share {minus(sh.text())} (Fieller); (2BW − EF) − {s:g}·(2BW − sync) "
-                         f"{_fmt(p)}")
+                         f"{_fmt(p)}", test)
 
 
 def _slope_part(R, o: str) -> Part:
     """"The gap does not grow with training tokens" as the study protocol tests it: the slope
     of the gap on log₂ tokens per parameter over every length and seed — holds when its
     interval lies below zero (the gap shrinks), does not hold above, else within noise."""
-    text = f"{LABEL[o]}'s gap does not grow with training tokens (slope over log₂ tokens)"
+    text = f"{LABEL[o]}'s gap does not grow with training tokens"
+    test = "slope of the gap over log₂ tokens, every length and seed pooled: 95 % interval"
     sl = token_slope(R, o)
     if sl is None:
-        return Part(text, PENDING, "fewer than two lengths")
+        return Part(text, PENDING, "fewer than two lengths", test)
     v = HOLDS if sl.hi < 0 else FAILS if sl.lo > 0 else NOISE
-    return Part(text, v, minus(sl.text()))
+    return Part(text, v, minus(sl.text()), test)
 
 
 def post_hoc_margin() -> float:
@@ -331,33 +344,34 @@ def _interval90(x: study_stats.Interval, digits: int = 3) -> str:
 
 def _tost_part(R, a: str, b: str, text: str, margin: float, declared: bool) -> Part:
     """"a − b is 0 within ±margin" by TOST (paired, on the common seeds)."""
-    text = f"{text} (TOST within ±{margin:g})"
+    test = f"equivalence: TOST within ±{margin:g}, the 90 % interval inside it"
     va, vb = vals(R, a), vals(R, b)
     if len(study_stats.common(va, vb)) < MIN_SEEDS:
-        return Part(text, PENDING, f"{len(study_stats.common(va, vb))} common seeds")
+        return Part(text, PENDING, f"{len(study_stats.common(va, vb))} common seeds", test)
     t = study_stats.tost(va, vb, margin)
     d = study_stats.paired_t(va, vb)
     return Part(text, _equivalence_word(t, d.lo, d.hi, margin),
                 f"{_interval90(t)}, TOST p = {t.p:.3f} ({t.n} seeds; "
-                f"{margin_label(margin, declared)})")
+                f"{margin_label(margin, declared)})", test)
 
 
 def _size_part(tiers: dict, o: str, margin: float) -> Part:
     """"o's gap does not grow from 180k to 580k" as "gap(580k) − gap(180k) < +margin" (the
     upper one-sided test of TOST, unpaired: Welch), with the post-hoc margin."""
-    text = (f"{LABEL[o]}'s gap at 580k not above its gap at 180k by more than {margin:g} "
-            "(TOST's upper test, unpaired)")
+    text = f"{LABEL[o]}'s gap at 580k not above its gap at 180k by more than {margin:g}"
+    test = (f"non-inferiority: TOST's upper test, the unpaired (Welch) 90 % interval's upper "
+            f"end below +{margin:g}")
     if "opt-580k" not in tiers:
-        return Part(text, PENDING, "`opt-580k` not run yet")
+        return Part(text, PENDING, "`opt-580k` not run yet", test)
     g5, g1 = list(_gaps(tiers["opt-580k"], o).values()), list(_gaps(tiers["opt-180k"],
                                                                      o).values())
     w = welch(g5, g1)
     if w is None or min(len(g5), len(g1)) < MIN_SEEDS:
-        return Part(text, PENDING, f"{min(len(g5), len(g1))} seeds")
+        return Part(text, PENDING, f"{min(len(g5), len(g1))} seeds", test)
     t = study_stats.welch_at_most(g5, g1, margin)
     return Part(text, _equivalence_word(t, w.lo, w.hi, margin, upper_only=True),
                 f"gap(580k) − gap(180k) {_interval90(t)}, one-sided p = {t.p:.3f} "
-                f"({margin_label(margin, False)})")
+                f"({margin_label(margin, False)})", test)
 
 
 def protocol_parts(key: str, tiers: dict) -> list[Part]:
@@ -404,7 +418,8 @@ def protocol_evidence_of(key: str, tiers: dict | None = None) -> str:
     Holm-adjusted p (``primary.tag_of``); the others are exploratory."""
     tiers = tiers if tiers is not None else ladder_tiers()
     fam = primary.family(tiers["opt-180k"])
-    return "; ".join(f"{p.text}: **{p.verdict}** ({p.evidence}{primary.tag_of(key, p.text, fam)})"
+    return "; ".join(f"{p.text} (*{p.test}*): **{p.verdict}** "
+                     f"({p.evidence}{primary.tag_of(key, p.text, fam)})"
                      for p in protocol_parts(key, tiers))
 
 
@@ -426,9 +441,9 @@ def _lr_part(tier: str, o: str, m: str) -> Part:
     a, s = to.settled_lr(t, o, m), to.settled_lr(t, o, "sync")
     text = f"`{tier}`: {LABEL[o]}'s {m} lr* not above its sync lr*"
     if a is None or s is None:
-        return Part(text, PENDING, "grid not settled")
+        return Part(text, PENDING, "grid not settled", POINT)
     # seed 0's grid argmin: a choice, not a seed average, so no interval applies
-    return Part(text, HOLDS if a <= s else FAILS, f"{a:g} vs {s:g}")
+    return Part(text, HOLDS if a <= s else FAILS, f"{a:g} vs {s:g}", POINT)
 
 
 def combine(ps: list[Part]) -> str:
@@ -470,9 +485,9 @@ def verdict_of(key: str, tiers: dict | None = None, seeds=None) -> str:
 
 
 def evidence_of(key: str, tiers: dict | None = None, seeds=None) -> str:
-    """Every part: "text: verdict (evidence)", joined by "; "."""
+    """Every part: "text (*test*): **verdict** (evidence)", joined by "; "."""
     tiers = tiers if tiers is not None else ladder_tiers()
-    return "; ".join(f"{p.text}: **{p.verdict}** ({p.evidence})" for p in parts(
+    return "; ".join(f"{p.text} (*{p.test}*): **{p.verdict}** ({p.evidence})" for p in parts(
         key, tiers if seeds is None else restrict(tiers, seeds)))
 
 

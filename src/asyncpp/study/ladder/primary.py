@@ -41,9 +41,9 @@ PROTOCOL_V2 = EXPERIMENTS / "opt-180k" / "protocol-v2.toml"
 #: prediction and the part's text; P4 (Muon + EF against sync) is no part of L1–L10
 PARTS = {
     "P1": ("L1", "`opt-180k`: AdamW's 2BW gap above zero"),
-    "P2": ("L1", "`opt-180k`: Muon's 2BW gap is 0 (TOST within ±0.04)"),
-    "P3": ("L3", "EF recovers ≥ 50 % of AdamW's gap (share ≥ s test)"),
-    "P5": ("L6", "AdamW's gap does not grow with training tokens (slope over log₂ tokens)"),
+    "P2": ("L1", "`opt-180k`: Muon's 2BW gap is 0"),
+    "P3": ("L3", "EF recovers ≥ 50 % of AdamW's gap"),
+    "P5": ("L6", "AdamW's gap does not grow with training tokens"),
 }
 
 

@@ -161,7 +161,7 @@ def number(key: str) -> str:
     - ``zerogap/O`` — the zero-gap table's best correction of optimizer O ("EF(γ*)"),
       ``zerogappd/O`` its paired gap to sync with interval and signs, ``zerogapsd/O`` that gap
       in units of sync's seed sd, ``zerogapvd/O`` its verdict, ``zerogapseeds/O`` the seeds
-      the choice compared the corrections on ("0–2 (5 corrections)");
+      the choice compared the corrections on ("seeds 0–2, 5 corrections");
     - ``pred/L`` — the verdict of the compute-optimal ladder's prediction L ("L1" … "L10":
       holds, does not hold, within noise, pending; ``ladder_verdicts``), ``predwhy/L`` its
       parts with their evidence (the tier in the key is ignored: they read every ladder tier);
@@ -174,6 +174,8 @@ def number(key: str) -> str:
       interval, p and Holm-adjusted p (``primary.family``), ``primaryvd/P`` its verdict;
       ``margin/L1`` L1's declared equivalence margin, ``margin/post-hoc`` the post-hoc one of
       L7 and L9 ("±0.04");
+    - ``recshare/S/A/C`` — the share with Fieller's 95 % interval even where the gap is not
+      established ("41 % [interval unbounded]");
     - ``fieller/S/A/C`` — the share of the gap A − S that C recovers with Fieller's 95 %
       interval ("70 % [38, 82]"), or why there is none (the gap not established);
     - ``paper/gap/O``, ``paper/rec/O`` — the paper's 360M gap and EF share (``PAPER_360M``);
@@ -253,6 +255,17 @@ def _margin(k: Key) -> str:
     if k.args[0] == "post-hoc":
         return f"±{post_hoc_margin():g}"
     raise KeyError(f"no margin {k.args[0]!r} (L1 or post-hoc)")
+
+
+def _recshare(k: Key) -> str:
+    """The share with Fieller's 95 % interval whatever the gap: "41 % [35, 54]", or
+    "41 % [interval unbounded]" while the gap itself is not established."""
+    sh = protocol.fieller_share(*(vals(k.R, c) for c in k.args))
+    if sh.share is None:
+        return "—"
+    if sh.lo is None:
+        return f"{sh.share:.0f} % [interval unbounded]"
+    return sh.text()
 
 
 def _fieller(k: Key) -> str:
@@ -489,7 +502,7 @@ KINDS: dict[str, Callable[[Key], str]] = {
     "flatdrop": _flatdrop,
     **dict.fromkeys(("pred", "predwhy", "pred3", "predwhy3"), _pred),
     "prednew": _prednew, "prednewwhy": _prednew, "predtier": _predtier, "fieller": _fieller,
-    "margin": _margin, "primary": _primary, "primaryvd": _primary,
+    "margin": _margin, "primary": _primary, "primaryvd": _primary, "recshare": _recshare,
     **dict.fromkeys(("efc", "efcv"), lambda k: ef_control_report.marker(k.kind, k.args)),
 }
 
@@ -579,8 +592,9 @@ def marked_table(tiers: tuple[str, ...] = ("tiny", "small")) -> str:
     (experiments/README.md)."""
     def m(key):
         return f"<!--n:{key}-->{number(key)}<!--/n-->"
-    lines = ["| tier | optimizer | best 2BW correction | chosen on seeds | gap to sync, 95 % "
-             "interval, seeds | in sync's sd | verdict |", "|" + " --- |" * 7]
+    lines = ["| tier | optimizer | best 2BW correction | chosen on | gap to sync, 95 % "
+             "interval, seeds | in sync's sd | verdict (difference, 95 % interval) |",
+             "|" + " --- |" * 7]
     for t in tiers:
         R = load_results(get_tier(t).results)
         for o in OPTIMIZERS:

@@ -96,9 +96,9 @@ def seeds_text(seeds) -> str:
 
 
 def choice_text(z: ZeroGapRow) -> str:
-    """"0–2 (5 corrections)": the seeds the choice compared the corrections on."""
+    """"seeds 0–2, 5 corrections": the seeds the choice compared the corrections on."""
     what = "1 correction" if z.compared == 1 else f"{z.compared} corrections"
-    return f"{seeds_text(z.chosen_on)} ({what})"
+    return f"seeds {seeds_text(z.chosen_on)}, {what}"
 
 
 def table_zero_gap(R, min_seeds: int = 2) -> str:
@@ -109,15 +109,16 @@ def table_zero_gap(R, min_seeds: int = 2) -> str:
         z = zero_gap_row(R, o)
         if z is None:
             continue
-        rows.append([LABEL[o], z.label, choice_text(z),
+        rows.append([LABEL[o], f"{z.label} ({choice_text(z)})",
                      diff_val(R, _tc.name(o, "sync"), _tc.name(o, z.correction), z.paired.seeds),
                      interval_text(z.paired), agreeing(z.paired),
                      "—" if z.in_sd is None else f"{z.in_sd:+.1f}".replace("-", "−"),
                      verdict_of_at_least(z.paired, min_seeds)])
     if not rows:
         return "—"
-    return grid(["optimizer", "best 2BW correction", "chosen on seeds", "gap to sync",
-                 "95 % interval", "seeds agreeing", "in sync's seed sd", "verdict"], rows)
+    return grid(["optimizer", "best 2BW correction (chosen on)", "gap to sync",
+                 "95 % interval", "seeds agreeing", "in sync's seed sd",
+                 "verdict (difference, 95 % interval)"], rows)
 
 
 def section_zero_gap(R, tier):
@@ -130,5 +131,5 @@ def section_zero_gap(R, tier):
 
 
 CHOICE_RULE = ("The corrections are compared on the seeds every one of them and sync have "
-               "(\"chosen on seeds\"), never on means over different seed sets; the chosen "
+               "(\"chosen on\"), never on means over different seed sets; the chosen "
                "correction's gap to sync uses every seed the two share.")
