@@ -51,6 +51,21 @@ def test_every_marked_number_is_current(report):
                        + "\n".join(f"  {k}: typed {t!r}, computed {c!r}" for k, t, c in stale))
 
 
+def test_both_readmes_quote_exactly_the_record_the_report_wrote(report):
+    """``experiments/numbers.json`` (written by ``--fill-readme``) holds every number the two
+    READMEs mark, each the value typed there — the pages are filled from it — and nothing
+    else; that the values are current is the stale checks' business."""
+    import json
+
+    record = json.loads((ROOT / "experiments" / "numbers.json").read_text(encoding="utf-8"))
+    assert record["generated_by"] == "python experiments/report.py --fill-readme"
+    typed = {}
+    for page in (README, ROOT / "README.md"):
+        for key, value in report.NUMBER_RE.findall(page.read_text(encoding="utf-8")):
+            assert typed.setdefault(key, value) == value, f"{key} typed two ways"
+    assert record["numbers"] == typed
+
+
 def test_readme_glance_table_is_current(report):
     """The README's results-at-a-glance table is report.py's table, with current numbers."""
     text = (ROOT / "README.md").read_text(encoding="utf-8")

@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 from pathlib import Path
 
 from . import tables
@@ -90,6 +91,7 @@ from .report_markers import (  # noqa: F401
     marked_primary_table,
     marked_table,
     number,
+    numbers_of,
     stale_numbers,
 )
 from .report_opt import CAPTIONS as OPT_CAPTIONS  # noqa: F401
@@ -127,6 +129,7 @@ from .sections import SECTIONS, render  # noqa: F401
 from .tiers import TIERS, Tier, get_tier, tier_of_folder  # noqa: F401
 
 HERE = EXPERIMENTS
+NUMBERS_JSON = EXPERIMENTS / "numbers.json"  # every number the two READMEs quote
 
 
 def sections(R, tier) -> tuple[list[str], list[Path]]:
@@ -252,21 +255,33 @@ def main(argv=None) -> int:
                     "number()) and exit")
     args = ap.parse_args(argv)
     if args.fill_readme:
+        # both pages are filled from one record of every number they quote,
+        # experiments/numbers.json, written first
         readme = HERE / "README.md"
         text = _ladder_zero_gap(readme.read_text(encoding="utf-8"))
-        stale = stale_numbers(text)
-        readme.write_text(fill_numbers(text, keep_markers=True), encoding="utf-8")
+        front = HERE.parent / "README.md"
+        front_text = front.read_text(encoding="utf-8")
+        i = front_text.index(GLANCE_HEAD)  # the front page's "Results at a glance"
+        j = front_text.index("\n\n", i)
+        front_text = front_text[:i] + glance_table() + front_text[j:]
+        values = numbers_of(text, front_text)
+        tmp = NUMBERS_JSON.with_name(NUMBERS_JSON.name + ".tmp")
+        tmp.write_text(json.dumps({"generated_by": "python experiments/report.py --fill-readme",
+                                   "numbers": values}, indent=1, ensure_ascii=False) + "\n",
+                       encoding="utf-8")
+        os.replace(tmp, NUMBERS_JSON)
+        stale = [(k, old, values[k]) for k, old in
+                 ((m.group(1), m.group(2)) for m in NUMBER_RE.finditer(text)) if old != values[k]]
+        readme.write_text(fill_numbers(text, keep_markers=True, values=values), encoding="utf-8")
         for key, old, new in stale:
             print(f"{key}: {old} -> {new}")
         print(f"{len(stale)} number(s) updated in {readme}")
-        front = HERE.parent / "README.md"
-        text = front.read_text(encoding="utf-8")
-        i = text.index(GLANCE_HEAD)  # the front page's "Results at a glance"
-        j = text.index("\n\n", i)
-        text = text[:i] + glance_table() + text[j:]
-        stale = stale_numbers(text)
-        front.write_text(fill_numbers(text, keep_markers=True), encoding="utf-8")
-        print(f"{len(stale)} number(s) and the glance table refreshed in {front}")
+        stale = [k for k, old in ((m.group(1), m.group(2)) for m in NUMBER_RE.finditer(front_text))
+                 if old != values[k]]
+        front.write_text(fill_numbers(front_text, keep_markers=True, values=values),
+                         encoding="utf-8")
+        print(f"{len(stale)} number(s) and the glance table refreshed in {front}; "
+              f"{len(values)} numbers recorded in {NUMBERS_JSON}")
         return 0
     tier = get_tier(args.tier).at(results=args.results, root=args.out)
     print(build_report(tier))

@@ -522,13 +522,22 @@ def _number(key: str) -> str:
     return KINDS[k.kind](k)
 
 
-def fill_numbers(text: str, keep_markers: bool = False) -> str:
-    """``text`` with every ``<!--n:KEY-->VALUE<!--/n-->`` replaced by the current
-    :func:`number` (markers kept around it when ``keep_markers``)."""
+def fill_numbers(text: str, keep_markers: bool = False,
+                 values: dict[str, str] | None = None) -> str:
+    """``text`` with every ``<!--n:KEY-->VALUE<!--/n-->`` replaced by ``values[KEY]`` (a
+    record :func:`numbers_of` wrote), else by the current :func:`number` (markers kept around
+    it when ``keep_markers``)."""
     def repl(m):
-        value = number(m.group(1))
+        value = values[m.group(1)] if values is not None else number(m.group(1))
         return f"<!--n:{m.group(1)}-->{value}<!--/n-->" if keep_markers else value
     return NUMBER_RE.sub(repl, text)
+
+
+def numbers_of(*texts: str) -> dict[str, str]:
+    """``{KEY: number(KEY)}`` for every marked number of ``texts``, keys sorted: the record
+    the marked pages are filled from (``experiments/numbers.json``)."""
+    keys = sorted({m.group(1) for t in texts for m in NUMBER_RE.finditer(t)})
+    return {k: number(k) for k in keys}
 
 
 def stale_numbers(text: str) -> list[tuple[str, str, str]]:
