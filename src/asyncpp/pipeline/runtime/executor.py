@@ -61,13 +61,16 @@ from .. import schedules as S
 from ..actions import (
     ACTIVATION,
     GRADIENT,
+    KINDS,
     Backward,
     BackwardInput,
     BackwardWeight,
     Forward,
     OptimizerStep,
-    Recv,
-    Send,
+    is_message,
+    is_recv,
+    is_send,
+    kind_of,
     to_str,
 )
 from ..agreement import first_error
@@ -85,17 +88,17 @@ from .updates import UpdateQueue
 
 log = logging.getLogger(__name__)
 
-HANDLERS: dict[type, tuple[str, ...]] = {
-    Forward: ("_before_forward", "_forward"),
-    Backward: ("_backward",),
-    BackwardInput: ("_backward_input",),
-    BackwardWeight: ("_backward_weight",),
-    OptimizerStep: ("_launch_update",),
+HANDLERS: dict[str, tuple[str, ...]] = {
+    KINDS[Forward]: ("_before_forward", "_forward"),
+    KINDS[Backward]: ("_backward",),
+    KINDS[BackwardInput]: ("_backward_input",),
+    KINDS[BackwardWeight]: ("_backward_weight",),
+    KINDS[OptimizerStep]: ("_launch_update",),
 }
-"""Action type → the executor's handler methods, called in order with (action, stage context,
-run state); looked up on the instance at each dispatch, so an instrumented or patched handler
-takes effect. Runs of Send/Recv actions go to the transport."""
-_COMM = (Send, Recv)
+"""Action kind (its letter in :data:`~asyncpp.pipeline.actions.KINDS`) → the executor's
+handler methods, called in order with (action, stage context, run state); looked up on the
+instance at each dispatch, so an instrumented or patched handler takes effect. Runs of
+Send/Recv actions go to the transport."""
 
 
 def stage_delay(schedule: str, num_stages: int, stage: int) -> int:
@@ -632,14 +635,14 @@ class PipelineExecutor:
         clock = self.clock
         comm: list = []
         for a in program:
-            if type(a) in _COMM:
+            if is_message(a):
                 comm.append(a)
                 continue
             if comm:
                 tr.communicate(comm, contexts, idle)
                 comm = []
             clock.push(BUSY, a.stage)
-            for handler in HANDLERS[type(a)]:
+            for handler in HANDLERS[kind_of(a)]:
                 out = getattr(self, handler)(a, contexts[a.stage], run)
             clock.pop()
             if out is not None:
@@ -667,9 +670,9 @@ class PipelineExecutor:
         queues: dict[int, list] = {s: [] for s in contexts}
         recvs: list = []
         for n, a in enumerate(program):
-            if isinstance(a, Recv):
+            if is_recv(a):
                 recvs.append(a)
-            elif isinstance(a, Send):
+            elif is_send(a):
                 queues[a.stage][-1][3].append(a)  # after the compute that produced it
             else:  # a compute action, after its own stage's receives
                 queues[a.stage].append([n, [r for r in recvs if r.stage == a.stage], a, []])
@@ -714,7 +717,7 @@ class PipelineExecutor:
                 tr.finish_recv(r, got, contexts)
             clock.pop()
             clock.push(BUSY, a.stage)
-            for handler in HANDLERS[type(a)]:
+            for handler in HANDLERS[kind_of(a)]:
                 out = getattr(self, handler)(a, contexts[a.stage], run)
             clock.pop()
             if out is not None:
