@@ -195,8 +195,11 @@ class PipelineExecutor:
         if not isinstance(num_microbatches, int) or num_microbatches < 1:
             raise ValueError(f"num_microbatches must be a positive integer, got "
                              f"{num_microbatches!r}")
-        self.placement = _check_placement(placement, stage, optimizer)
-        modules = dict(stage) if self.placement is not None else {None: stage}
+        given = _check_placement(placement, stage, optimizer)
+        self.merged = given is not None
+        """Whether the rank runs a placement's merged program (stages given as mappings,
+        messages tagged, a fixed end) rather than its one stage's lazy program."""
+        modules = dict(stage) if self.merged else {None: stage}
         for mod in modules.values():
             if not isinstance(mod, nn.Module):
                 raise ValueError(f"stage must be an nn.Module, got {type(mod).__name__}")
@@ -216,11 +219,10 @@ class PipelineExecutor:
                                  "layer")
         self.device = next(next(iter(modules.values())).parameters()).device
 
-        num_ranks = len(self.placement) if self.placement is not None else num_stages
-        if self.placement is not None and num_stages is not None \
-                and num_stages != sum(map(len, self.placement)):
+        num_ranks = len(given) if self.merged else num_stages
+        if self.merged and num_stages is not None and num_stages != sum(map(len, given)):
             raise ValueError(f"num_stages={num_stages} disagrees with the placement's "
-                             f"{sum(map(len, self.placement))} stages")
+                             f"{sum(map(len, given))} stages")
         if topology is None:
             if num_ranks is None:
                 if mesh is not None:
@@ -231,25 +233,26 @@ class PipelineExecutor:
                     num_ranks = mesh.size(dims.index("pp"))
                 else:
                     num_ranks = dist.get_world_size() if dist.is_initialized() else 1
-            total = sum(map(len, self.placement)) if self.placement is not None else num_ranks
+            total = sum(map(len, given)) if self.merged else num_ranks
             self._check_config_early(name, total, num_microbatches, config)
             topology = PipelineTopology.create(num_ranks, mesh=mesh, timeout=timeout)
         elif num_ranks is not None and num_ranks != topology.num_stages:
-            what = "the placement's ranks" if self.placement is not None else "num_stages"
+            what = "the placement's ranks" if self.merged else "num_stages"
             raise ValueError(f"{what}={num_ranks} disagrees with the topology's "
                              f"{topology.num_stages}")
         self.topo = topology
         R, r = topology.num_stages, topology.stage
-        if self.placement is None:
-            P, mine = R, [r]
-            stage_rank = list(topology.stage_ranks)
-        else:
-            P, mine = sum(map(len, self.placement)), list(self.placement[r])
-            where = {s: k for k, d in enumerate(self.placement) for s in d}
-            stage_rank = [topology.stage_ranks[where[s]] for s in range(P)]
-            if sorted(modules) != sorted(mine):
-                raise ValueError(f"rank {r} of the pipeline runs stages {mine} (placement "
-                                 f"{self.placement}), but got modules for {sorted(modules)}")
+        # one stage per rank is the placement of one stage on each rank
+        self.placement = given or tuple((k,) for k in range(R))
+        if not self.merged:
+            modules, optimizer = {r: stage}, {r: optimizer}
+        P, mine = sum(map(len, self.placement)), list(self.placement[r])
+        where = {s: k for k, d in enumerate(self.placement) for s in d}
+        stage_rank = [topology.stage_ranks[where[s]] for s in range(P)]
+        if sorted(modules) != sorted(mine):
+            raise ValueError(f"rank {r} of the pipeline runs stages {mine} (placement "
+                             f"{self.placement}), but got modules for {sorted(modules)}")
+        if self.merged:
             if topology.distributed and self.device.type == "cuda":
                 raise ValueError("several stages per rank need the gloo backend (NCCL matches "
                                  "messages by order, not by tag)")
@@ -269,9 +272,8 @@ class PipelineExecutor:
         self.contexts: dict[int, Stage] = {}
         try:
             for s in mine:
-                opt = optimizer[s] if self.placement is not None else optimizer
-                mod = modules[s if self.placement is not None else None]
-                self.contexts[s] = self._setup(mod, opt, o.tied_parameters, name, P, s)
+                self.contexts[s] = self._setup(modules[s], optimizer[s], o.tied_parameters,
+                                               name, P, s)
             local_error = None
         except ValueError as e:
             local_error = str(e)
@@ -280,7 +282,7 @@ class PipelineExecutor:
         self._check_config(config, local_error)
         self.clock = StageClock(mine)
         self.transport = Transport(topology, self.timeout, self.device, stage_rank, set(mine),
-                                   tagged=self.placement is not None, clock=self.clock)
+                                   tagged=self.merged, clock=self.clock)
         self._sync_start_weights()
         self.updates = UpdateQueue(
             topology, self.transport, self.device, max_grad_norm=max_grad_norm,
@@ -382,7 +384,7 @@ class PipelineExecutor:
         if tied and not self.spec.tied_weights:
             raise ValueError("tied first/last-stage weights need equal delays on both stages; "
                              f"{name} gives them P-1 and 0 — untie them or use 2bw")
-        if tied and self.placement is not None:
+        if tied and self.merged:
             raise ValueError("tied first/last-stage weights with several stages per rank are "
                              "not supported; untie them or run one stage per rank")
         if self.clip_scope == "stage" and tied and self.max_grad_norm is not None:
@@ -409,8 +411,7 @@ class PipelineExecutor:
             "optimizer_defaults": defaults,
             "param_dtypes": sorted({str(p.dtype) for _, p in ctx.params}),
             "device_type": self.device.type,
-            **({} if self.placement is None
-               else {"placement": [list(d) for d in self.placement]}),
+            **({"placement": [list(d) for d in self.placement]} if self.merged else {}),
             "config": json.loads(json.dumps(dict(config or {}), sort_keys=True, default=repr)),
         }
 
@@ -555,7 +556,7 @@ class PipelineExecutor:
             raise ValueError("end_after() is only meaningful while run_steps() is running")
         if step + 1 > self._end:
             return
-        if self.placement is not None:
+        if self.merged:
             raise PipelineError("a running call with several stages per rank runs a fixed "
                                 "program and cannot be shortened; give run_steps the steps to "
                                 "run")
@@ -569,7 +570,7 @@ class PipelineExecutor:
     def _program(self, t0: int, num_steps: int) -> Iterator:
         """This rank's program for steps t0 .. t0 + num_steps − 1: the lazy stage program with
         a movable end (one stage), or the stages' programs merged by the simulator."""
-        if self.placement is None:
+        if not self.merged:
             return S.stage_actions(self.schedule_name, self.num_stages, self.num_microbatches,
                                    self._only().stage, t0, lambda: self._end,
                                    sync_steps=self._pred)
@@ -610,7 +611,7 @@ class PipelineExecutor:
         for ctx in self.contexts.values():
             ctx.begin_call()
         self.transport.begin_call()
-        run_program = self._in_order if self.placement is None else self._interleaved
+        run_program = self._interleaved if self.merged else self._in_order
         self.clock.start()
         try:
             yield from run_program(program, run)
