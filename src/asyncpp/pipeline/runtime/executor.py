@@ -45,7 +45,6 @@ stage.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -61,53 +60,29 @@ from .. import schedules as S
 from ..actions import (
     ACTIVATION,
     GRADIENT,
-    KINDS,
     Backward,
     BackwardInput,
     BackwardWeight,
     Forward,
     OptimizerStep,
-    is_message,
-    is_recv,
-    is_send,
-    kind_of,
-    to_str,
 )
-from ..agreement import first_error
-from ..rank_diff import compare_across_ranks
 from ..registry import get_spec
 from ..topology import PipelineTopology
 from . import checkpoint
 from .errors import PipelineError
 from .evaluation import evaluate
+from .interpreter import HANDLERS, in_order, interleaved
 from .options import ExecutorOptions
 from .stage import Stage
 from .stage_clock import BUSY, StageClock, StageTimes
+from .stage_setup import check_placement, make_stage, place, stage_delay
+from .startup import check_config, check_config_early, sync_start_weights
 from .transport import Transport
 from .updates import UpdateQueue
 
+__all__ = ["HANDLERS", "ExecutorOptions", "PipelineExecutor", "StepOutput", "stage_delay"]
+
 log = logging.getLogger(__name__)
-
-HANDLERS: dict[str, tuple[str, ...]] = {
-    KINDS[Forward]: ("_before_forward", "_forward"),
-    KINDS[Backward]: ("_backward",),
-    KINDS[BackwardInput]: ("_backward_input",),
-    KINDS[BackwardWeight]: ("_backward_weight",),
-    KINDS[OptimizerStep]: ("_launch_update",),
-}
-"""Action kind (its letter in :data:`~asyncpp.pipeline.actions.KINDS`) → the executor's
-handler methods, called in order with (action, stage context, run state); looked up on the
-instance at each dispatch, so an instrumented or patched handler takes effect. Runs of
-Send/Recv actions go to the transport."""
-
-
-def stage_delay(schedule: str, num_stages: int, stage: int) -> int:
-    """The delay τ of a stage's updates: 2BW 1, PipeDream P − 1 − s, GPipe/1F1B 0."""
-    spec = get_spec(schedule)
-    if not spec.needs_pipeline:
-        raise ValueError(f"unknown pipeline schedule {schedule!r}; allowed: "
-                         f"{', '.join(S.SCHEDULES)}")
-    return spec.stage_delay(num_stages, stage)
 
 
 @dataclass
@@ -195,7 +170,7 @@ class PipelineExecutor:
         if not isinstance(num_microbatches, int) or num_microbatches < 1:
             raise ValueError(f"num_microbatches must be a positive integer, got "
                              f"{num_microbatches!r}")
-        given = _check_placement(placement, stage, optimizer)
+        given = check_placement(placement, stage, optimizer)
         self.merged = given is not None
         """Whether the rank runs a placement's merged program (stages given as mappings,
         messages tagged, a fixed end) rather than its one stage's lazy program."""
@@ -234,37 +209,16 @@ class PipelineExecutor:
                 else:
                     num_ranks = dist.get_world_size() if dist.is_initialized() else 1
             total = sum(map(len, given)) if self.merged else num_ranks
-            self._check_config_early(name, total, num_microbatches, config)
+            check_config_early(name, total, num_microbatches, config)
             topology = PipelineTopology.create(num_ranks, mesh=mesh, timeout=timeout)
         elif num_ranks is not None and num_ranks != topology.num_stages:
             what = "the placement's ranks" if self.merged else "num_stages"
             raise ValueError(f"{what}={num_ranks} disagrees with the topology's "
                              f"{topology.num_stages}")
         self.topo = topology
-        R, r = topology.num_stages, topology.stage
-        # one stage per rank is the placement of one stage on each rank
-        self.placement = given or tuple((k,) for k in range(R))
-        if not self.merged:
-            modules, optimizer = {r: stage}, {r: optimizer}
-        P, mine = sum(map(len, self.placement)), list(self.placement[r])
-        where = {s: k for k, d in enumerate(self.placement) for s in d}
-        stage_rank = [topology.stage_ranks[where[s]] for s in range(P)]
-        if sorted(modules) != sorted(mine):
-            raise ValueError(f"rank {r} of the pipeline runs stages {mine} (placement "
-                             f"{self.placement}), but got modules for {sorted(modules)}")
-        if self.merged:
-            if topology.distributed and self.device.type == "cuda":
-                raise ValueError("several stages per rank need the gloo backend (NCCL matches "
-                                 "messages by order, not by tag)")
-            if max_grad_norm is not None and clip_scope == "global" and R > 1:
-                raise ValueError("several stages per rank: clip with clip_scope='stage' (a "
-                                 "global norm would join updates the schedule keeps apart)")
-        self.num_stages = P
-        if topology.distributed and self.device.type == "cuda":
-            backend = dist.get_backend(topology.world_group)
-            if backend == "gloo":
-                raise ValueError("CUDA stages need the NCCL backend; init_distributed picks it "
-                                 "from the device")
+        self.placement, mine, stage_rank, modules, optimizer = place(
+            given, topology, modules, optimizer, stage, self.device, max_grad_norm, clip_scope)
+        P = self.num_stages = sum(map(len, self.placement))
 
         self.reduce_dp_gradients = o.reduce_dp_gradients
         # Validate locally, then share the verdict: a mistake on one rank stops every rank
@@ -272,18 +226,18 @@ class PipelineExecutor:
         self.contexts: dict[int, Stage] = {}
         try:
             for s in mine:
-                self.contexts[s] = self._setup(modules[s], optimizer[s], o.tied_parameters,
-                                               name, P, s)
+                self.contexts[s] = make_stage(self, modules[s], optimizer[s],
+                                              o.tied_parameters, name, P, s)
             local_error = None
         except ValueError as e:
             local_error = str(e)
         if not topology.distributed and local_error:
             raise ValueError(local_error)
-        self._check_config(config, local_error)
+        check_config(self, config, local_error)
         self.clock = StageClock(mine)
         self.transport = Transport(topology, self.timeout, self.device, stage_rank, set(mine),
                                    tagged=self.merged, clock=self.clock)
-        self._sync_start_weights()
+        sync_start_weights(self)
         self.updates = UpdateQueue(
             topology, self.transport, self.device, max_grad_norm=max_grad_norm,
             clip_scope=clip_scope, reduce_dp_gradients=o.reduce_dp_gradients,
@@ -335,151 +289,6 @@ class PipelineExecutor:
         debugging, not the training loop)."""
         sq = self._only().last_norm_sq
         return None if sq is None else math.sqrt(float(sq))
-
-    def _setup(self, module, optimizer, tied_parameters, name: str, P: int,
-               s: int) -> Stage:
-        """Rank-local validation: the delay-core wrapper and the tied weights."""
-        params = [(n, p) for n, p in module.named_parameters()]
-        tau = stage_delay(name, P, s)
-        if isinstance(optimizer, DelayedOptimizer):
-            dopt = optimizer
-            if dopt.formulation != "gradient":
-                raise ValueError(
-                    "the pipeline realises the 'gradient' delay formulation "
-                    "(x_{t+1} = x_t - U(g_{t-tau}; x_t)); build the DelayedOptimizer with "
-                    f"formulation='gradient', not {dopt.formulation!r}"
-                )
-            bad = [d for d in dopt.schedule.delays if d != tau]
-            if bad:
-                raise ValueError(
-                    f"schedule {name!r} gives stage {s} of {P} a delay of {tau}, but its "
-                    f"DelayedOptimizer has delays {list(dopt.schedule.delays)}; build it with "
-                    f"delay={tau}"
-                )
-            windows = dopt.schedule.sync_start or dopt.schedule.sync_cooldown
-            if windows and not self.spec.sync_windows:
-                raise ValueError("synchronous start/cooldown is supported with the 2bw schedule "
-                                 f"(and trivially gpipe/1f1b), not {name}; set them to 0")
-        elif isinstance(optimizer, Optimizer):
-            dopt = DelayedOptimizer(optimizer, delay=tau)
-        else:
-            raise ValueError(f"optimizer must be a torch.optim.Optimizer or a DelayedOptimizer, "
-                             f"got {type(optimizer).__name__}")
-        names = {id(p): n for n, p in params}
-        for group in dopt.param_groups:
-            for p in group["params"]:
-                if id(p) not in names:
-                    raise ValueError(
-                        "the optimizer holds a parameter that is not in this stage; build it "
-                        "over stage.named_parameters()"
-                    )
-        if tied_parameters is None:
-            tied_parameters = getattr(module, "tied_parameters", None) or {}
-        tied = dict(tied_parameters)
-        for k in tied:
-            if k not in dict(params):
-                raise ValueError(f"tied parameter {k!r} is not a parameter of this stage")
-        if P == 1:
-            tied = {}
-        if tied and not self.spec.tied_weights:
-            raise ValueError("tied first/last-stage weights need equal delays on both stages; "
-                             f"{name} gives them P-1 and 0 — untie them or use 2bw")
-        if tied and self.merged:
-            raise ValueError("tied first/last-stage weights with several stages per rank are "
-                             "not supported; untie them or run one stage per rank")
-        if self.clip_scope == "stage" and tied and self.max_grad_norm is not None:
-            raise ValueError("clip_scope='stage' with weights tied between the first and the last "
-                             "stage has no single-model equivalent; use clip_scope='global'")
-        return Stage(s, P, module, dopt, params, tied, num_microbatches=self.num_microbatches,
-                     loss_fn=self.loss_fn, forward_fn=self.forward_fn)
-
-    # -- configuration ---------------------------------------------------------------------
-    def _describe(self, config) -> dict:
-        ctx = next(iter(self.contexts.values()))
-        dopt = ctx.optimizer
-        opt = dopt.optimizer
-        defaults = {k: repr(v) for k, v in sorted(opt.defaults.items())}
-        return {
-            "schedule": self.schedule_name, "num_stages": self.num_stages,
-            "num_microbatches": self.num_microbatches, "dp_size": self.topo.dp_size,
-            "max_grad_norm": self.max_grad_norm, "clip_scope": self.clip_scope,
-            "timeout": self.timeout,
-            "reduce_dp_gradients": self.reduce_dp_gradients,
-            "correction": dopt.correction, "taylor_lambda": dopt.taylor_lambda,
-            "sync_start": dopt.schedule.sync_start, "sync_cooldown": dopt.schedule.sync_cooldown,
-            "total_steps": dopt.schedule.total_steps, "optimizer": type(opt).__name__,
-            "optimizer_defaults": defaults,
-            "param_dtypes": sorted({str(p.dtype) for _, p in ctx.params}),
-            "device_type": self.device.type,
-            **({"placement": [list(d) for d in self.placement]} if self.merged else {}),
-            "config": json.loads(json.dumps(dict(config or {}), sort_keys=True, default=repr)),
-        }
-
-    @staticmethod
-    def _check_config_early(name, num_stages, m, config) -> None:
-        """Before creating groups (whose creation must match across ranks), compare the
-        settings that shape them."""
-        if not dist.is_initialized():
-            return
-        mine = {"schedule": name, "num_stages": num_stages, "num_microbatches": m,
-                "config": json.loads(json.dumps(dict(config or {}), sort_keys=True,
-                                                default=repr))}
-        compare_across_ranks(mine, None)
-
-    def _check_config(self, config, local_error: str | None = None) -> None:
-        if not self.topo.distributed:
-            return
-        g = self.topo.world_group
-        bad = first_error(local_error, g)
-        if bad:
-            raise ValueError(f"pipeline set-up failed on rank {bad[0]}: {bad[1]}")
-        mine = self._describe(config)
-        compare_across_ranks(mine, g)
-        # Topology and tied weights.
-        tied = {}
-        for ctx in self.contexts.values():
-            tied.update(ctx.tied)
-            params = dict(ctx.params)
-        entry = (self.topo.stage, self.topo.dp_rank,
-                 sorted((k, tuple(params[n].shape), str(params[n].dtype))
-                        for n, k in tied.items()))
-        everyone = [None] * dist.get_world_size(self.topo.world_group)
-        dist.all_gather_object(everyone, entry, group=self.topo.world_group)
-        places = [(e[0], e[1]) for e in everyone]
-        if len(set(places)) != len(places):
-            raise ValueError(f"two ranks claim the same (stage, dp rank): {places}")
-        R = self.topo.num_stages
-        if R > 1:
-            first = [e[2] for e in everyone if e[0] == 0]
-            last = [e[2] for e in everyone if e[0] == R - 1]
-            middle = [e[2] for e in everyone if 0 < e[0] < R - 1 and e[2]]
-            if middle or any(f != first[0] for f in first) or any(x != first[0] for x in last):
-                raise ValueError(
-                    "tied parameters must be present, with equal keys and shapes, on the first "
-                    f"and the last stage only; got first={first[0]}, last={last[0]}"
-                    f"{', middle stages too' if middle else ''}"
-                )
-
-    @torch.no_grad()
-    def _sync_start_weights(self) -> None:
-        """Start every data-parallel replica and both tied copies from the same weights:
-        broadcast from DP rank 0 and from the first stage."""
-        t = self.topo
-        if not t.distributed:
-            return
-        tr = self.transport
-        for ctx in self.contexts.values():
-            if t.dp_group is not None:
-                src = dist.get_process_group_ranks(t.dp_group)[0]
-                for _, p in ctx.params:
-                    tr.wait(dist.broadcast(p.data, src=src, group=t.dp_group, async_op=True),
-                            "the start-up weight broadcast", tr.others(t.dp_group))
-            if ctx.tied and t.tie_group is not None:
-                params = dict(ctx.params)
-                for n in sorted(ctx.tied, key=lambda k: ctx.tied[k]):
-                    tr.wait(dist.broadcast(params[n].data, src=t.stage_ranks[0],
-                                           group=t.tie_group, async_op=True),
-                            "the tied-weight broadcast", tr.others(t.tie_group))
 
     # -- weights ---------------------------------------------------------------------------
     def version_for_step(self, step: int, stage: int | None = None) -> int:
@@ -611,10 +420,10 @@ class PipelineExecutor:
         for ctx in self.contexts.values():
             ctx.begin_call()
         self.transport.begin_call()
-        run_program = self._interleaved if self.merged else self._in_order
+        run_program = interleaved if self.merged else in_order
         self.clock.start()
         try:
-            yield from run_program(program, run)
+            yield from run_program(self, program, run)
             for c in self.contexts.values():
                 self._apply_pending(c, need_version=math.inf)
             self.transport.drain_sends()
@@ -628,107 +437,6 @@ class PipelineExecutor:
         far, the first step excluded as warm-up
         (:mod:`asyncpp.pipeline.runtime.stage_clock`)."""
         return self.clock.report()
-
-    def _in_order(self, program: Iterable, run: _RunState) -> Iterator[StepOutput]:
-        """Run one stage's program in its order, each run of consecutive sends and receives
-        posted together (idle time while a receive is out applies ready updates)."""
-        contexts, tr, idle = self.contexts, self.transport, self._apply_ready
-        clock = self.clock
-        comm: list = []
-        for a in program:
-            if is_message(a):
-                comm.append(a)
-                continue
-            if comm:
-                tr.communicate(comm, contexts, idle)
-                comm = []
-            clock.push(BUSY, a.stage)
-            for handler in HANDLERS[kind_of(a)]:
-                out = getattr(self, handler)(a, contexts[a.stage], run)
-            clock.pop()
-            if out is not None:
-                clock.step_done()
-                yield out
-        if comm:
-            tr.communicate(comm, contexts, idle)
-
-    def _interleaved(self, program: Iterable, run: _RunState) -> Iterator[StepOutput]:
-        r"""Run a rank's merged program of several stages, each stage in its own order, the
-        stages interleaved by readiness: of the stages' next compute actions, the first (in
-        the merged program's order) whose receives have arrived runs next; when none has,
-        the rank waits for the first one's. The merged order was computed for nominal costs;
-        with real ones (a slower backward, a late message) a fixed interleaving makes one
-        stage wait while another's input is already there.
-
-        Free of deadlock whenever the merged programs are: a rank waits only on its first
-        unfinished action u in program order, whose message comes from an unfinished action
-        p of the peer at or after the peer's own first unfinished action v; if v waited in
-        turn on an unfinished action at or after u, the merged programs would order
-        u ≤ (that action) < v ≤ p < u. Each stage's own order — and so every version,
-        update and message of a stream — is the program's."""
-        tr, contexts, clock = self.transport, self.contexts, self.clock
-        # a unit: [position in the merged program, its receives, the compute, its sends]
-        queues: dict[int, list] = {s: [] for s in contexts}
-        recvs: list = []
-        for n, a in enumerate(program):
-            if is_recv(a):
-                recvs.append(a)
-            elif is_send(a):
-                queues[a.stage][-1][3].append(a)  # after the compute that produced it
-            else:  # a compute action, after its own stage's receives
-                queues[a.stage].append([n, [r for r in recvs if r.stage == a.stage], a, []])
-                recvs = [r for r in recvs if r.stage != a.stage]
-        if recvs:
-            raise PipelineError(f"receives {[to_str(r) for r in recvs]} precede no compute "
-                                "action of their stage")
-        for q in queues.values():
-            q.reverse()  # each stage's next unit is popped from the end
-        posted: dict[int, tuple] = {}
-
-        def ready(unit) -> bool:
-            for r in unit[1]:
-                if r.peer in tr.local:
-                    if not tr.local_ready(r, contexts):
-                        return False
-                    continue
-                if id(r) not in posted:
-                    clock.push(None, r.stage)
-                    got = tr.post_recv(r, contexts, block=False)
-                    clock.pop()
-                    if got is None:
-                        return False
-                    posted[id(r)] = got
-                if not posted[id(r)][1].is_completed():
-                    return False
-            return True
-
-        while any(queues.values()):
-            heads = [q[-1] for q in queues.values() if q]
-            # ready() posts the heads' receives early: they are matched stream by stream
-            cand = [u for u in heads if ready(u)]
-            if not cand:
-                self._apply_ready()  # idle: updates whose reductions are done
-            u = min(cand or heads, key=lambda x: x[0])
-            a = u[2]
-            clock.push(None, a.stage)
-            for r in u[1]:
-                if r.peer in tr.local:
-                    continue
-                got = posted.pop(id(r), None) or tr.post_recv(r, contexts, block=True)
-                tr.finish_recv(r, got, contexts)
-            clock.pop()
-            clock.push(BUSY, a.stage)
-            for handler in HANDLERS[kind_of(a)]:
-                out = getattr(self, handler)(a, contexts[a.stage], run)
-            clock.pop()
-            if out is not None:
-                clock.step_done()
-                yield out
-            if u[3]:
-                clock.push(None, a.stage)
-                tr.communicate(u[3], contexts)
-                clock.pop()
-            queues[a.stage].pop()
 
     def _gather_losses(self, losses: torch.Tensor, last: bool) -> list[float]:
         """Per-step losses on every rank: the last stage's (mean over DP replicas) are summed
@@ -856,19 +564,3 @@ class PipelineExecutor:
     def load_state_dict(self, state: Mapping) -> None:
         """Restore :meth:`state_dict` (``runtime.checkpoint.load_state_dict``)."""
         checkpoint.load_state_dict(self, state)
-
-def _check_placement(placement, stage, optimizer):
-    if placement is None:
-        if isinstance(stage, Mapping) or isinstance(optimizer, Mapping):
-            raise ValueError("a mapping of stages (or optimizers) needs placement=, the stages "
-                             "each rank runs")
-        return None
-    devs = [list(d) for d in placement]
-    flat = sorted(s for d in devs for s in d)
-    if not devs or any(not d for d in devs) or flat != list(range(len(flat))):
-        raise ValueError(f"placement {devs} must split the stages 0..P-1 among the ranks, each "
-                         "rank at least one")
-    if not (isinstance(stage, Mapping) and isinstance(optimizer, Mapping)):
-        raise ValueError("with placement=, give stage and optimizer as mappings {stage index: "
-                         "module / optimizer} of the stages this rank runs")
-    return tuple(tuple(d) for d in devs)
