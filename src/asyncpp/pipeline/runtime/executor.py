@@ -48,7 +48,6 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
@@ -77,46 +76,17 @@ from .stage import Stage
 from .stage_clock import BUSY, StageClock, StageTimes
 from .stage_setup import check_placement, make_stage, place, stage_delay
 from .startup import check_config, check_config_early, sync_start_weights
+from .steps import RunState, StepOutput, pull
 from .transport import Transport
 from .updates import UpdateQueue
+from .views import StageViews
 
 __all__ = ["HANDLERS", "ExecutorOptions", "PipelineExecutor", "StepOutput", "stage_delay"]
 
 log = logging.getLogger(__name__)
 
 
-@dataclass
-class StepOutput:
-    r"""What one rank reports when it completes step ``step`` (its last update of the step
-    has been issued). Everything stays on the device; nothing here synchronises the host.
-
-    ``loss``: on the rank of the last stage, the step's loss (mean over its m microbatches,
-    this data-parallel replica), a float64 0-dim tensor; ``None`` on the other ranks.
-    ``grad_sq``: float64 tensor of one entry per update of the step (PipeDream: m), this
-    rank's :math:`\|g_s\|^2` (summed over its stages) after the data-parallel mean and before
-    clipping; a weight tied between the first and the last stage counts once, on the first
-    stage (as their sum); ``None`` when the executor does not track it
-    (``track_grad_norm=False`` without clipping).
-    """
-
-    step: int
-    loss: Tensor | None
-    grad_sq: Tensor | None
-
-
-@dataclass
-class _RunState:
-    """The state of one :meth:`PipelineExecutor.run_steps` call shared by the rank's stages."""
-
-    batches: Iterator
-    pulled: int
-    scale: float
-    data: dict
-    done: dict
-    """step → the stages of this rank that completed it (a step is reported once all have)."""
-
-
-class PipelineExecutor:
+class PipelineExecutor(StageViews):
     """Run pipeline schedule ``schedule`` for this rank's stage (or stages).
 
     Args:
@@ -248,80 +218,6 @@ class PipelineExecutor:
         self._pred = None
         self._prog = S.program(name, P, num_microbatches)
 
-    # -- one-stage views (the common case: each rank one stage) --------------------------------
-    def _only(self) -> Stage:
-        if len(self.contexts) != 1:
-            raise ValueError(f"this rank runs stages {sorted(self.contexts)}; name the stage "
-                             "(executor.contexts[s])")
-        return next(iter(self.contexts.values()))
-
-    @property
-    def stage(self) -> nn.Module:
-        """This rank's stage module (one stage per rank)."""
-        return self._only().module
-
-    @property
-    def optimizer(self) -> DelayedOptimizer:
-        """This rank's stage's ``DelayedOptimizer`` (one stage per rank)."""
-        return self._only().optimizer
-
-    @property
-    def tied(self) -> dict[str, str]:
-        return self._only().tied
-
-    @property
-    def _versions(self) -> dict[int, dict[str, Tensor]]:
-        return self._only().versions
-
-    @property
-    def _newest(self) -> int:
-        return self._only().newest
-
-    @property
-    def updates_issued(self) -> int:
-        """Updates this rank has applied (over its stages)."""
-        return sum(c.updates_issued for c in self.contexts.values())
-
-    @property
-    def last_grad_norm(self) -> float | None:
-        """The global gradient norm of the last update (``clip_scope='global'`` with
-        ``max_grad_norm``), fetched from the device (a host synchronisation: for tests and
-        debugging, not the training loop)."""
-        sq = self._only().last_norm_sq
-        return None if sq is None else math.sqrt(float(sq))
-
-    # -- weights ---------------------------------------------------------------------------
-    def version_for_step(self, step: int, stage: int | None = None) -> int:
-        """The version label the forwards of ``step`` use on ``stage`` (microbatch 0; default:
-        this rank's one stage)."""
-        s = self._only().stage if stage is None else stage
-        return S.version_of(self.schedule_name, self.num_stages, self.num_microbatches,
-                            s, step, 0, self._sync_predicate())
-
-    def live_versions(self, stage: int | None = None) -> list[int]:
-        """Labels of the weight versions ``stage`` (default: this rank's one stage) holds."""
-        ctx = self._only() if stage is None else self.contexts[stage]
-        return sorted(ctx.versions)
-
-    def weights(self, version: int | None = None, stage: int | None = None
-                ) -> dict[str, Tensor]:
-        """The tensors of weight version ``version`` of ``stage`` by parameter name (default:
-        the version the next step's first microbatch uses, of this rank's one stage). Treat
-        them as read-only; the stage's own parameters are the newest version."""
-        ctx = self._only() if stage is None else self.contexts[stage]
-        v = self.version_for_step(self.next_step, ctx.stage) if version is None else version
-        if v not in ctx.versions:
-            raise ValueError(f"version {v} is not held; live versions: {sorted(ctx.versions)}")
-        return dict(ctx.versions[v])
-
-    def _sync_predicate(self):
-        if not self.spec.sync_windows:
-            return None
-        sched = next(iter(self.contexts.values())).optimizer.schedule
-        if not (sched.sync_start or sched.sync_cooldown):
-            return None
-        return lambda t: sched.delay_at(t) == 0
-
     # -- communication -------------------------------------------------------------------------
     def wait(self, work, what: str, peer=None) -> None:
         """Wait for ``work`` (a ``torch.distributed`` work handle) up to the executor's timeout;
@@ -330,15 +226,6 @@ class PipelineExecutor:
         self.transport.wait(work, what, peer)
 
     # -- running ---------------------------------------------------------------------------------
-    def _split(self, batch, what: str) -> list:
-        m = self.num_microbatches
-        if not isinstance(batch, Tensor):
-            raise ValueError(f"the {what} of a batch must be a tensor, got {type(batch).__name__}")
-        if batch.shape[0] % m:
-            raise ValueError(f"a batch of {batch.shape[0]} {what} cannot be split into "
-                             f"{m} equal microbatches; use a batch size divisible by {m}")
-        return [x.to(self.device, non_blocking=True) for x in torch.tensor_split(batch, m, dim=0)]
-
     def train_steps(self, batches: Iterable) -> list[float]:
         """Run len(batches) optimizer steps and drain; ``batches`` yields ``(inputs,
         targets)`` (the first stage reads only inputs, the last only targets; others may pass
@@ -416,7 +303,7 @@ class PipelineExecutor:
                                self._pred)
         program = self._program(t0, num_steps)
         k = self.spec.updates_per_step(self.num_microbatches)
-        run = _RunState(iter(batches), t0 - 1, 1.0 / (self.num_microbatches // k), {}, {})
+        run = RunState(iter(batches), t0 - 1, 1.0 / (self.num_microbatches // k), {}, {})
         for ctx in self.contexts.values():
             ctx.begin_call()
         self.transport.begin_call()
@@ -453,28 +340,14 @@ class PipelineExecutor:
     def _key(self, step: int, mb: int):
         return (step, mb) if self.spec.per_microbatch_updates else (step,)
 
-    def _pull(self, step: int, run: _RunState) -> None:
-        """Read the batches up to ``step`` from the stream (inputs if this rank holds the first
-        stage, targets if it holds the last)."""
-        first, last = 0 in self.contexts, self.num_stages - 1 in self.contexts
-        while run.pulled < step:
-            run.pulled += 1
-            b = next(run.batches, None)
-            if not (isinstance(b, (tuple, list)) and len(b) == 2):
-                raise ValueError(
-                    f"step {run.pulled}: each batch must be a pair (inputs, "
-                    f"targets), got {type(b).__name__}"
-                    + (" (the batches ran out)" if b is None else ""))
-            run.data[run.pulled] = (self._split(b[0], "inputs") if first else None,
-                                    self._split(b[1], "targets") if last else None)
-
     # -- handlers ------------------------------------------------------------------------------
-    def _before_forward(self, a: Forward, ctx: Stage, run: _RunState) -> None:
+    def _before_forward(self, a: Forward, ctx: Stage, run: RunState) -> None:
         """The step's batch is read and the version the forward reads exists."""
-        self._pull(a.step, run)
+        pull(run, a.step, self.num_microbatches, self.device, 0 in self.contexts,
+             self.num_stages - 1 in self.contexts)
         self._apply_pending(ctx, need_version=a.version)
 
-    def _forward(self, a: Forward, ctx: Stage, run: _RunState) -> None:
+    def _forward(self, a: Forward, ctx: Stage, run: RunState) -> None:
         xs, ys = run.data[a.step]
         x = xs[a.mb] if ctx.is_first else ctx.in_msgs.pop((ACTIVATION, a.step, a.mb))
         sent = ctx.forward(self._key(a.step, a.mb), a.step, a.mb, a.version, x,
@@ -495,16 +368,16 @@ class PipelineExecutor:
         if g is not None:
             ctx.out_msgs[(GRADIENT, a.step, a.mb)] = g
 
-    def _backward(self, a: Backward, ctx: Stage, run: _RunState) -> None:
+    def _backward(self, a: Backward, ctx: Stage, run: RunState) -> None:
         self._grad_out(a, ctx, ctx.backward(a.step, a.mb, self._grad_in(a, ctx)))
 
-    def _backward_input(self, a: BackwardInput, ctx: Stage, run: _RunState) -> None:
+    def _backward_input(self, a: BackwardInput, ctx: Stage, run: RunState) -> None:
         self._grad_out(a, ctx, ctx.backward_input(a.step, a.mb, self._grad_in(a, ctx)))
 
-    def _backward_weight(self, a: BackwardWeight, ctx: Stage, run: _RunState) -> None:
+    def _backward_weight(self, a: BackwardWeight, ctx: Stage, run: RunState) -> None:
         ctx.backward_weight(a.step, a.mb)
 
-    def _launch_update(self, a: OptimizerStep, ctx: Stage, run: _RunState
+    def _launch_update(self, a: OptimizerStep, ctx: Stage, run: RunState
                        ) -> StepOutput | None:
         leaves, stale = ctx.accum.pop(self._key(a.step, a.mb if a.mb is not None else 0))
         self.updates.launch(ctx, a, leaves, stale)
