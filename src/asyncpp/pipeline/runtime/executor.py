@@ -7,8 +7,11 @@ placement's stages s ≡ r mod R). Its program is the schedule's stage program (
 lazy generator :func:`~asyncpp.pipeline.schedules.stage_actions`) or its stages' programs
 merged by the simulator (:func:`~asyncpp.pipeline.simulator.rank_programs`: an order the
 simulation proved free of deadlock). Each action is dispatched through :data:`HANDLERS` to
-the handler of its type, on the context of its stage; runs of sends and receives go to the
-:class:`~.transport.Transport`, gradients to the :class:`~.updates.UpdateQueue`.
+the handler of its kind, on the context of its stage; runs of sends and receives go to the
+:class:`~.transport.Transport`, gradients to the :class:`~.updates.UpdateQueue`. One stage
+per rank is the placement of one stage on each rank. Set-up lives in :mod:`.stage_setup`
+and :mod:`.startup`, the program loops in :mod:`.interpreter`, the step stream in
+:mod:`.steps`, the read-only views in :mod:`.views`.
 
 **Weight versions.** When an update must keep the version it replaces alive (2BW, PipeDream),
 the master first moves to a copy of its storage and the old storage stays with the version;
