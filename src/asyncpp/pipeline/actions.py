@@ -142,9 +142,61 @@ INPUT_GRADIENT = (Backward, BackwardInput)
 """The passes that produce the gradient a stage sends upstream."""
 
 
+SEND, RECV = "S", "R"
+KINDS: dict[type, str] = {**PASSES, OptimizerStep: UPDATE, Send: SEND, Recv: RECV}
+"""Every action class and its letter: the one table that code outside this module reads to
+tell actions apart (through :func:`kind_of` and the predicates below), so a new kind of action
+is added here and nowhere else is a type tested."""
+COMPUTE_KINDS = frozenset(KINDS[c] for c in COMPUTE)
+"""F, B, I, W, U: the actions that run on the stage's device (everything but messages)."""
+
+
 def kind_of(action: Action) -> str:
-    """The letter of a compute action: F, B, I, W (passes) or U (update)."""
-    return PASSES.get(type(action)) or UPDATE
+    """The letter of an action: F, B, I, W (passes), U (update), S or R (messages)."""
+    kind = KINDS.get(type(action))
+    if kind is None:
+        raise ValueError(f"not a pipeline action: {action!r}")
+    return kind
+
+
+def is_send(action: Action) -> bool:
+    """A :class:`Send`."""
+    return kind_of(action) == SEND
+
+
+def is_recv(action: Action) -> bool:
+    """A :class:`Recv`."""
+    return kind_of(action) == RECV
+
+
+def is_message(action: Action) -> bool:
+    """A :class:`Send` or a :class:`Recv` (handled by the transport, not the stage)."""
+    return kind_of(action) in (SEND, RECV)
+
+
+def is_compute(action: Action) -> bool:
+    """A pass or an update: an action in :data:`COMPUTE`."""
+    return kind_of(action) in COMPUTE_KINDS
+
+
+def is_forward(action: Action) -> bool:
+    """A :class:`Forward`."""
+    return kind_of(action) == PASSES[Forward]
+
+
+def is_update(action: Action) -> bool:
+    """An :class:`OptimizerStep`."""
+    return kind_of(action) == UPDATE
+
+
+def completes_gradient(action: Action) -> bool:
+    """One of :data:`GRADIENT_DONE`: the microbatch's weight gradient is complete after it."""
+    return type(action) in GRADIENT_DONE
+
+
+def makes_input_gradient(action: Action) -> bool:
+    """One of :data:`INPUT_GRADIENT`: it produces the gradient the stage sends upstream."""
+    return type(action) in INPUT_GRADIENT
 
 
 def on_stage(action: Action, stage: int) -> Action:

@@ -24,16 +24,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .actions import (
-    INPUT_GRADIENT,
+    KINDS,
     Action,
     Backward,
     BackwardInput,
     BackwardWeight,
     Forward,
     OptimizerStep,
-    Recv,
-    Send,
+    is_recv,
+    is_send,
     kind_of,
+    makes_input_gradient,
     on_stage,
     to_str,
 )
@@ -215,8 +216,9 @@ def simulate_devices(schedule: Schedule, devices: Sequence[Sequence[int]] | None
     tw = [b / 2 for b in tb] if t_weight is None else _per_stage(t_weight, P, "t_weight")
     if any(not 0 <= w <= b for w, b in zip(tw, tb)):
         raise ValueError(f"t_weight must lie in [0, t_backward] per stage, got {t_weight!r}")
-    cost = {Forward: tf, Backward: tb, BackwardInput: [b - w for b, w in zip(tb, tw)],
-            BackwardWeight: tw, OptimizerStep: to}
+    cost = {KINDS[Forward]: tf, KINDS[Backward]: tb,
+            KINDS[BackwardInput]: [b - w for b, w in zip(tb, tw)], KINDS[BackwardWeight]: tw,
+            KINDS[OptimizerStep]: to}
     D = len(devs)
     clock = [0.0] * D
     busy = [0.0] * D
@@ -240,13 +242,13 @@ def simulate_devices(schedule: Schedule, devices: Sequence[Sequence[int]] | None
             k = owner[s]
             while pos[s] < len(acts):
                 a = acts[pos[s]]
-                if isinstance(a, Send):
+                if is_send(a):
                     if ta[s]:
                         ready[s] = clock[k] = max(clock[k], ready[s]) + ta[s]
                         busy[k] += ta[s]
                     arrivals[(a.kind, a.step, a.mb, s, a.peer)] = ready[s] + tc
                     programs[k].append(on_stage(a, s))
-                elif isinstance(a, Recv):
+                elif is_recv(a):
                     key = (a.kind, a.step, a.mb, a.peer, s)
                     if key not in arrivals:
                         break
@@ -259,12 +261,12 @@ def simulate_devices(schedule: Schedule, devices: Sequence[Sequence[int]] | None
         best = None
         for s in range(P):
             acts = schedule.actions[s]
-            if pos[s] >= len(acts) or isinstance(acts[pos[s]], Recv):
+            if pos[s] >= len(acts) or is_recv(acts[pos[s]]):
                 continue
             start = max(clock[owner[s]], ready[s])
             # ties: a backward first (it frees activations and versions), then the later
             # partition (WPipe's G1 drains every step: it is the critical path)
-            key = (start, 0 if isinstance(acts[pos[s]], INPUT_GRADIENT) else 1, -s)
+            key = (start, 0 if makes_input_gradient(acts[pos[s]]) else 1, -s)
             if best is None or key < best[0]:
                 best = (key, s)
         if best is None:
@@ -278,7 +280,8 @@ def simulate_devices(schedule: Schedule, devices: Sequence[Sequence[int]] | None
         start, s = best[0][0], best[1]
         k = owner[s]
         a = schedule.actions[s][pos[s]]
-        kind, times = kind_of(a), cost[type(a)]
+        kind = kind_of(a)
+        times = cost[kind]
         dur = times[s] + ta[s] + owed[s]
         owed[s] = 0.0
         intervals.append(Interval(s, start, start + dur, kind, a.step, a.mb))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from .actions import COMPUTE, to_str
+from .actions import is_compute, to_str
 from .schedules import Schedule
 from .simulator import SimResult, default_devices, simulate, simulate_devices
 
@@ -85,7 +85,7 @@ def grid(schedule: Schedule, devices=None, compute_only: bool = True) -> str:
     the sends and receives out."""
     devs = default_devices(schedule) if devices is None else devices
     progs = simulate_devices(schedule, devs, weight_memory=False).programs
-    cols = [[to_str(a) for a in p if not compute_only or isinstance(a, COMPUTE)] for p in progs]
+    cols = [[to_str(a) for a in p if not compute_only or is_compute(a)] for p in progs]
     heads = [f"rank {r} ({','.join(map(str, d))})" for r, d in enumerate(devs)]
     widths = [max([len(h), *map(len, c)]) for h, c in zip(heads, cols)]
     n = max((len(c) for c in cols), default=0)

@@ -24,8 +24,8 @@ def state_dict(ex) -> dict:
     head = {"format": "asyncpp.pipeline/1", "schedule": ex.schedule_name,
             "num_stages": ex.num_stages, "num_microbatches": ex.num_microbatches,
             "dp_rank": ex.topo.dp_rank, "next_step": ex.next_step}
-    if ex.placement is None:
-        st = _stage_state(ex._only())
+    if not ex.merged:  # one stage per rank: its state at the top level
+        (st,) = [_stage_state(c) for c in ex.contexts.values()]
         return {**head, "stage": st["stage"], "newest": st["newest"],
                 "versions": st["versions"], "optimizer": st["optimizer"]}
     return {**head, "stage": sorted(ex.contexts),
@@ -37,7 +37,7 @@ def load_state_dict(ex, state: Mapping) -> None:
     """Restore :meth:`state_dict` (from the same stage(s) of the same layout)."""
     if state.get("format") != "asyncpp.pipeline/1":
         raise ValueError("not an asyncpp pipeline checkpoint (missing format tag)")
-    here = ex._only().stage if ex.placement is None else sorted(ex.contexts)
+    here = sorted(ex.contexts) if ex.merged else ex.placement[ex.topo.stage][0]
     mine = (ex.schedule_name, ex.num_stages, ex.num_microbatches, here)
     theirs = (state["schedule"], state["num_stages"], state["num_microbatches"],
               state["stage"])
@@ -46,7 +46,7 @@ def load_state_dict(ex, state: Mapping) -> None:
             f"checkpoint is for (schedule, stages, microbatches, stage) = {theirs}, this "
             f"rank runs {mine}; load the file written by the same stage of the same layout"
         )
-    per_stage = {ex._only().stage: state} if ex.placement is None else state["stages"]
+    per_stage = state["stages"] if ex.merged else {here: state}
     for s, ctx in ex.contexts.items():
         _load_stage(ctx, per_stage[s], ex.device)
     ex.next_step = int(state["next_step"])

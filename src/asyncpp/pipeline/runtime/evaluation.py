@@ -8,6 +8,7 @@ from collections.abc import Iterable, Mapping
 import torch
 
 from ..actions import ACTIVATION, Recv, Send
+from .steps import split_batch
 
 
 @torch.no_grad()
@@ -38,8 +39,8 @@ def evaluate(ex, batches: Iterable, version: int | None = None) -> list[float]:
         # batches may differ in size (a validation set's last batch): a header each
         tr.header_sent.clear()
         tr.header_recvd.clear()
-        xs = ex._split(b[0], "inputs") if 0 in contexts else None
-        ys = ex._split(b[1], "targets") if last else None
+        xs = split_batch(b[0], m, ex.device, "inputs") if 0 in contexts else None
+        ys = split_batch(b[1], m, ex.device, "targets") if last else None
         for i in range(m):
             for s, ctx in sorted(contexts.items()):  # stage order: one global sequence
                 if s == 0:

@@ -7,8 +7,11 @@ placement's stages s ≡ r mod R). Its program is the schedule's stage program (
 lazy generator :func:`~asyncpp.pipeline.schedules.stage_actions`) or its stages' programs
 merged by the simulator (:func:`~asyncpp.pipeline.simulator.rank_programs`: an order the
 simulation proved free of deadlock). Each action is dispatched through :data:`HANDLERS` to
-the handler of its type, on the context of its stage; runs of sends and receives go to the
-:class:`~.transport.Transport`, gradients to the :class:`~.updates.UpdateQueue`.
+the handler of its kind, on the context of its stage; runs of sends and receives go to the
+:class:`~.transport.Transport`, gradients to the :class:`~.updates.UpdateQueue`. One stage
+per rank is the placement of one stage on each rank. Set-up lives in :mod:`.stage_setup`
+and :mod:`.startup`, the program loops in :mod:`.interpreter`, the step stream in
+:mod:`.steps`, the read-only views in :mod:`.views`.
 
 **Weight versions.** When an update must keep the version it replaces alive (2BW, PipeDream),
 the master first moves to a copy of its storage and the old storage stays with the version;
@@ -45,11 +48,9 @@ stage.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
@@ -66,79 +67,29 @@ from ..actions import (
     BackwardWeight,
     Forward,
     OptimizerStep,
-    Recv,
-    Send,
-    to_str,
 )
-from ..agreement import first_error
-from ..rank_diff import compare_across_ranks
 from ..registry import get_spec
 from ..topology import PipelineTopology
 from . import checkpoint
 from .errors import PipelineError
 from .evaluation import evaluate
+from .interpreter import HANDLERS, in_order, interleaved
 from .options import ExecutorOptions
 from .stage import Stage
 from .stage_clock import BUSY, StageClock, StageTimes
+from .stage_setup import check_placement, make_stage, place, stage_delay
+from .startup import check_config, check_config_early, sync_start_weights
+from .steps import RunState, StepOutput, pull
 from .transport import Transport
 from .updates import UpdateQueue
+from .views import StageViews
+
+__all__ = ["HANDLERS", "ExecutorOptions", "PipelineExecutor", "StepOutput", "stage_delay"]
 
 log = logging.getLogger(__name__)
 
-HANDLERS: dict[type, tuple[str, ...]] = {
-    Forward: ("_before_forward", "_forward"),
-    Backward: ("_backward",),
-    BackwardInput: ("_backward_input",),
-    BackwardWeight: ("_backward_weight",),
-    OptimizerStep: ("_launch_update",),
-}
-"""Action type → the executor's handler methods, called in order with (action, stage context,
-run state); looked up on the instance at each dispatch, so an instrumented or patched handler
-takes effect. Runs of Send/Recv actions go to the transport."""
-_COMM = (Send, Recv)
 
-
-def stage_delay(schedule: str, num_stages: int, stage: int) -> int:
-    """The delay τ of a stage's updates: 2BW 1, PipeDream P − 1 − s, GPipe/1F1B 0."""
-    spec = get_spec(schedule)
-    if not spec.needs_pipeline:
-        raise ValueError(f"unknown pipeline schedule {schedule!r}; allowed: "
-                         f"{', '.join(S.SCHEDULES)}")
-    return spec.stage_delay(num_stages, stage)
-
-
-@dataclass
-class StepOutput:
-    r"""What one rank reports when it completes step ``step`` (its last update of the step
-    has been issued). Everything stays on the device; nothing here synchronises the host.
-
-    ``loss``: on the rank of the last stage, the step's loss (mean over its m microbatches,
-    this data-parallel replica), a float64 0-dim tensor; ``None`` on the other ranks.
-    ``grad_sq``: float64 tensor of one entry per update of the step (PipeDream: m), this
-    rank's :math:`\|g_s\|^2` (summed over its stages) after the data-parallel mean and before
-    clipping; a weight tied between the first and the last stage counts once, on the first
-    stage (as their sum); ``None`` when the executor does not track it
-    (``track_grad_norm=False`` without clipping).
-    """
-
-    step: int
-    loss: Tensor | None
-    grad_sq: Tensor | None
-
-
-@dataclass
-class _RunState:
-    """The state of one :meth:`PipelineExecutor.run_steps` call shared by the rank's stages."""
-
-    batches: Iterator
-    pulled: int
-    scale: float
-    data: dict
-    done: dict
-    """step → the stages of this rank that completed it (a step is reported once all have)."""
-
-
-class PipelineExecutor:
+class PipelineExecutor(StageViews):
     """Run pipeline schedule ``schedule`` for this rank's stage (or stages).
 
     Args:
@@ -192,8 +143,11 @@ class PipelineExecutor:
         if not isinstance(num_microbatches, int) or num_microbatches < 1:
             raise ValueError(f"num_microbatches must be a positive integer, got "
                              f"{num_microbatches!r}")
-        self.placement = _check_placement(placement, stage, optimizer)
-        modules = dict(stage) if self.placement is not None else {None: stage}
+        given = check_placement(placement, stage, optimizer)
+        self.merged = given is not None
+        """Whether the rank runs a placement's merged program (stages given as mappings,
+        messages tagged, a fixed end) rather than its one stage's lazy program."""
+        modules = dict(stage) if self.merged else {None: stage}
         for mod in modules.values():
             if not isinstance(mod, nn.Module):
                 raise ValueError(f"stage must be an nn.Module, got {type(mod).__name__}")
@@ -213,11 +167,10 @@ class PipelineExecutor:
                                  "layer")
         self.device = next(next(iter(modules.values())).parameters()).device
 
-        num_ranks = len(self.placement) if self.placement is not None else num_stages
-        if self.placement is not None and num_stages is not None \
-                and num_stages != sum(map(len, self.placement)):
+        num_ranks = len(given) if self.merged else num_stages
+        if self.merged and num_stages is not None and num_stages != sum(map(len, given)):
             raise ValueError(f"num_stages={num_stages} disagrees with the placement's "
-                             f"{sum(map(len, self.placement))} stages")
+                             f"{sum(map(len, given))} stages")
         if topology is None:
             if num_ranks is None:
                 if mesh is not None:
@@ -228,37 +181,17 @@ class PipelineExecutor:
                     num_ranks = mesh.size(dims.index("pp"))
                 else:
                     num_ranks = dist.get_world_size() if dist.is_initialized() else 1
-            total = sum(map(len, self.placement)) if self.placement is not None else num_ranks
-            self._check_config_early(name, total, num_microbatches, config)
+            total = sum(map(len, given)) if self.merged else num_ranks
+            check_config_early(name, total, num_microbatches, config)
             topology = PipelineTopology.create(num_ranks, mesh=mesh, timeout=timeout)
         elif num_ranks is not None and num_ranks != topology.num_stages:
-            what = "the placement's ranks" if self.placement is not None else "num_stages"
+            what = "the placement's ranks" if self.merged else "num_stages"
             raise ValueError(f"{what}={num_ranks} disagrees with the topology's "
                              f"{topology.num_stages}")
         self.topo = topology
-        R, r = topology.num_stages, topology.stage
-        if self.placement is None:
-            P, mine = R, [r]
-            stage_rank = list(topology.stage_ranks)
-        else:
-            P, mine = sum(map(len, self.placement)), list(self.placement[r])
-            where = {s: k for k, d in enumerate(self.placement) for s in d}
-            stage_rank = [topology.stage_ranks[where[s]] for s in range(P)]
-            if sorted(modules) != sorted(mine):
-                raise ValueError(f"rank {r} of the pipeline runs stages {mine} (placement "
-                                 f"{self.placement}), but got modules for {sorted(modules)}")
-            if topology.distributed and self.device.type == "cuda":
-                raise ValueError("several stages per rank need the gloo backend (NCCL matches "
-                                 "messages by order, not by tag)")
-            if max_grad_norm is not None and clip_scope == "global" and R > 1:
-                raise ValueError("several stages per rank: clip with clip_scope='stage' (a "
-                                 "global norm would join updates the schedule keeps apart)")
-        self.num_stages = P
-        if topology.distributed and self.device.type == "cuda":
-            backend = dist.get_backend(topology.world_group)
-            if backend == "gloo":
-                raise ValueError("CUDA stages need the NCCL backend; init_distributed picks it "
-                                 "from the device")
+        self.placement, mine, stage_rank, modules, optimizer = place(
+            given, topology, modules, optimizer, stage, self.device, max_grad_norm, clip_scope)
+        P = self.num_stages = sum(map(len, self.placement))
 
         self.reduce_dp_gradients = o.reduce_dp_gradients
         # Validate locally, then share the verdict: a mistake on one rank stops every rank
@@ -266,19 +199,18 @@ class PipelineExecutor:
         self.contexts: dict[int, Stage] = {}
         try:
             for s in mine:
-                opt = optimizer[s] if self.placement is not None else optimizer
-                mod = modules[s if self.placement is not None else None]
-                self.contexts[s] = self._setup(mod, opt, o.tied_parameters, name, P, s)
+                self.contexts[s] = make_stage(self, modules[s], optimizer[s],
+                                              o.tied_parameters, name, P, s)
             local_error = None
         except ValueError as e:
             local_error = str(e)
         if not topology.distributed and local_error:
             raise ValueError(local_error)
-        self._check_config(config, local_error)
+        check_config(self, config, local_error)
         self.clock = StageClock(mine)
         self.transport = Transport(topology, self.timeout, self.device, stage_rank, set(mine),
-                                   tagged=self.placement is not None, clock=self.clock)
-        self._sync_start_weights()
+                                   tagged=self.merged, clock=self.clock)
+        sync_start_weights(self)
         self.updates = UpdateQueue(
             topology, self.transport, self.device, max_grad_norm=max_grad_norm,
             clip_scope=clip_scope, reduce_dp_gradients=o.reduce_dp_gradients,
@@ -289,226 +221,6 @@ class PipelineExecutor:
         self._pred = None
         self._prog = S.program(name, P, num_microbatches)
 
-    # -- one-stage views (the common case: each rank one stage) --------------------------------
-    def _only(self) -> Stage:
-        if len(self.contexts) != 1:
-            raise ValueError(f"this rank runs stages {sorted(self.contexts)}; name the stage "
-                             "(executor.contexts[s])")
-        return next(iter(self.contexts.values()))
-
-    @property
-    def stage(self) -> nn.Module:
-        """This rank's stage module (one stage per rank)."""
-        return self._only().module
-
-    @property
-    def optimizer(self) -> DelayedOptimizer:
-        """This rank's stage's ``DelayedOptimizer`` (one stage per rank)."""
-        return self._only().optimizer
-
-    @property
-    def tied(self) -> dict[str, str]:
-        return self._only().tied
-
-    @property
-    def _versions(self) -> dict[int, dict[str, Tensor]]:
-        return self._only().versions
-
-    @property
-    def _newest(self) -> int:
-        return self._only().newest
-
-    @property
-    def updates_issued(self) -> int:
-        """Updates this rank has applied (over its stages)."""
-        return sum(c.updates_issued for c in self.contexts.values())
-
-    @property
-    def last_grad_norm(self) -> float | None:
-        """The global gradient norm of the last update (``clip_scope='global'`` with
-        ``max_grad_norm``), fetched from the device (a host synchronisation: for tests and
-        debugging, not the training loop)."""
-        sq = self._only().last_norm_sq
-        return None if sq is None else math.sqrt(float(sq))
-
-    def _setup(self, module, optimizer, tied_parameters, name: str, P: int,
-               s: int) -> Stage:
-        """Rank-local validation: the delay-core wrapper and the tied weights."""
-        params = [(n, p) for n, p in module.named_parameters()]
-        tau = stage_delay(name, P, s)
-        if isinstance(optimizer, DelayedOptimizer):
-            dopt = optimizer
-            if dopt.formulation != "gradient":
-                raise ValueError(
-                    "the pipeline realises the 'gradient' delay formulation "
-                    "(x_{t+1} = x_t - U(g_{t-tau}; x_t)); build the DelayedOptimizer with "
-                    f"formulation='gradient', not {dopt.formulation!r}"
-                )
-            bad = [d for d in dopt.schedule.delays if d != tau]
-            if bad:
-                raise ValueError(
-                    f"schedule {name!r} gives stage {s} of {P} a delay of {tau}, but its "
-                    f"DelayedOptimizer has delays {list(dopt.schedule.delays)}; build it with "
-                    f"delay={tau}"
-                )
-            windows = dopt.schedule.sync_start or dopt.schedule.sync_cooldown
-            if windows and not self.spec.sync_windows:
-                raise ValueError("synchronous start/cooldown is supported with the 2bw schedule "
-                                 f"(and trivially gpipe/1f1b), not {name}; set them to 0")
-        elif isinstance(optimizer, Optimizer):
-            dopt = DelayedOptimizer(optimizer, delay=tau)
-        else:
-            raise ValueError(f"optimizer must be a torch.optim.Optimizer or a DelayedOptimizer, "
-                             f"got {type(optimizer).__name__}")
-        names = {id(p): n for n, p in params}
-        for group in dopt.param_groups:
-            for p in group["params"]:
-                if id(p) not in names:
-                    raise ValueError(
-                        "the optimizer holds a parameter that is not in this stage; build it "
-                        "over stage.named_parameters()"
-                    )
-        if tied_parameters is None:
-            tied_parameters = getattr(module, "tied_parameters", None) or {}
-        tied = dict(tied_parameters)
-        for k in tied:
-            if k not in dict(params):
-                raise ValueError(f"tied parameter {k!r} is not a parameter of this stage")
-        if P == 1:
-            tied = {}
-        if tied and not self.spec.tied_weights:
-            raise ValueError("tied first/last-stage weights need equal delays on both stages; "
-                             f"{name} gives them P-1 and 0 — untie them or use 2bw")
-        if tied and self.placement is not None:
-            raise ValueError("tied first/last-stage weights with several stages per rank are "
-                             "not supported; untie them or run one stage per rank")
-        if self.clip_scope == "stage" and tied and self.max_grad_norm is not None:
-            raise ValueError("clip_scope='stage' with weights tied between the first and the last "
-                             "stage has no single-model equivalent; use clip_scope='global'")
-        return Stage(s, P, module, dopt, params, tied, num_microbatches=self.num_microbatches,
-                     loss_fn=self.loss_fn, forward_fn=self.forward_fn)
-
-    # -- configuration ---------------------------------------------------------------------
-    def _describe(self, config) -> dict:
-        ctx = next(iter(self.contexts.values()))
-        dopt = ctx.optimizer
-        opt = dopt.optimizer
-        defaults = {k: repr(v) for k, v in sorted(opt.defaults.items())}
-        return {
-            "schedule": self.schedule_name, "num_stages": self.num_stages,
-            "num_microbatches": self.num_microbatches, "dp_size": self.topo.dp_size,
-            "max_grad_norm": self.max_grad_norm, "clip_scope": self.clip_scope,
-            "timeout": self.timeout,
-            "reduce_dp_gradients": self.reduce_dp_gradients,
-            "correction": dopt.correction, "taylor_lambda": dopt.taylor_lambda,
-            "sync_start": dopt.schedule.sync_start, "sync_cooldown": dopt.schedule.sync_cooldown,
-            "total_steps": dopt.schedule.total_steps, "optimizer": type(opt).__name__,
-            "optimizer_defaults": defaults,
-            "param_dtypes": sorted({str(p.dtype) for _, p in ctx.params}),
-            "device_type": self.device.type,
-            **({} if self.placement is None
-               else {"placement": [list(d) for d in self.placement]}),
-            "config": json.loads(json.dumps(dict(config or {}), sort_keys=True, default=repr)),
-        }
-
-    @staticmethod
-    def _check_config_early(name, num_stages, m, config) -> None:
-        """Before creating groups (whose creation must match across ranks), compare the
-        settings that shape them."""
-        if not dist.is_initialized():
-            return
-        mine = {"schedule": name, "num_stages": num_stages, "num_microbatches": m,
-                "config": json.loads(json.dumps(dict(config or {}), sort_keys=True,
-                                                default=repr))}
-        compare_across_ranks(mine, None)
-
-    def _check_config(self, config, local_error: str | None = None) -> None:
-        if not self.topo.distributed:
-            return
-        g = self.topo.world_group
-        bad = first_error(local_error, g)
-        if bad:
-            raise ValueError(f"pipeline set-up failed on rank {bad[0]}: {bad[1]}")
-        mine = self._describe(config)
-        compare_across_ranks(mine, g)
-        # Topology and tied weights.
-        tied = {}
-        for ctx in self.contexts.values():
-            tied.update(ctx.tied)
-            params = dict(ctx.params)
-        entry = (self.topo.stage, self.topo.dp_rank,
-                 sorted((k, tuple(params[n].shape), str(params[n].dtype))
-                        for n, k in tied.items()))
-        everyone = [None] * dist.get_world_size(self.topo.world_group)
-        dist.all_gather_object(everyone, entry, group=self.topo.world_group)
-        places = [(e[0], e[1]) for e in everyone]
-        if len(set(places)) != len(places):
-            raise ValueError(f"two ranks claim the same (stage, dp rank): {places}")
-        R = self.topo.num_stages
-        if R > 1:
-            first = [e[2] for e in everyone if e[0] == 0]
-            last = [e[2] for e in everyone if e[0] == R - 1]
-            middle = [e[2] for e in everyone if 0 < e[0] < R - 1 and e[2]]
-            if middle or any(f != first[0] for f in first) or any(x != first[0] for x in last):
-                raise ValueError(
-                    "tied parameters must be present, with equal keys and shapes, on the first "
-                    f"and the last stage only; got first={first[0]}, last={last[0]}"
-                    f"{', middle stages too' if middle else ''}"
-                )
-
-    @torch.no_grad()
-    def _sync_start_weights(self) -> None:
-        """Start every data-parallel replica and both tied copies from the same weights:
-        broadcast from DP rank 0 and from the first stage."""
-        t = self.topo
-        if not t.distributed:
-            return
-        tr = self.transport
-        for ctx in self.contexts.values():
-            if t.dp_group is not None:
-                src = dist.get_process_group_ranks(t.dp_group)[0]
-                for _, p in ctx.params:
-                    tr.wait(dist.broadcast(p.data, src=src, group=t.dp_group, async_op=True),
-                            "the start-up weight broadcast", tr.others(t.dp_group))
-            if ctx.tied and t.tie_group is not None:
-                params = dict(ctx.params)
-                for n in sorted(ctx.tied, key=lambda k: ctx.tied[k]):
-                    tr.wait(dist.broadcast(params[n].data, src=t.stage_ranks[0],
-                                           group=t.tie_group, async_op=True),
-                            "the tied-weight broadcast", tr.others(t.tie_group))
-
-    # -- weights ---------------------------------------------------------------------------
-    def version_for_step(self, step: int, stage: int | None = None) -> int:
-        """The version label the forwards of ``step`` use on ``stage`` (microbatch 0; default:
-        this rank's one stage)."""
-        s = self._only().stage if stage is None else stage
-        return S.version_of(self.schedule_name, self.num_stages, self.num_microbatches,
-                            s, step, 0, self._sync_predicate())
-
-    def live_versions(self, stage: int | None = None) -> list[int]:
-        """Labels of the weight versions ``stage`` (default: this rank's one stage) holds."""
-        ctx = self._only() if stage is None else self.contexts[stage]
-        return sorted(ctx.versions)
-
-    def weights(self, version: int | None = None, stage: int | None = None
-                ) -> dict[str, Tensor]:
-        """The tensors of weight version ``version`` of ``stage`` by parameter name (default:
-        the version the next step's first microbatch uses, of this rank's one stage). Treat
-        them as read-only; the stage's own parameters are the newest version."""
-        ctx = self._only() if stage is None else self.contexts[stage]
-        v = self.version_for_step(self.next_step, ctx.stage) if version is None else version
-        if v not in ctx.versions:
-            raise ValueError(f"version {v} is not held; live versions: {sorted(ctx.versions)}")
-        return dict(ctx.versions[v])
-
-    def _sync_predicate(self):
-        if not self.spec.sync_windows:
-            return None
-        sched = next(iter(self.contexts.values())).optimizer.schedule
-        if not (sched.sync_start or sched.sync_cooldown):
-            return None
-        return lambda t: sched.delay_at(t) == 0
-
     # -- communication -------------------------------------------------------------------------
     def wait(self, work, what: str, peer=None) -> None:
         """Wait for ``work`` (a ``torch.distributed`` work handle) up to the executor's timeout;
@@ -517,15 +229,6 @@ class PipelineExecutor:
         self.transport.wait(work, what, peer)
 
     # -- running ---------------------------------------------------------------------------------
-    def _split(self, batch, what: str) -> list:
-        m = self.num_microbatches
-        if not isinstance(batch, Tensor):
-            raise ValueError(f"the {what} of a batch must be a tensor, got {type(batch).__name__}")
-        if batch.shape[0] % m:
-            raise ValueError(f"a batch of {batch.shape[0]} {what} cannot be split into "
-                             f"{m} equal microbatches; use a batch size divisible by {m}")
-        return [x.to(self.device, non_blocking=True) for x in torch.tensor_split(batch, m, dim=0)]
-
     def train_steps(self, batches: Iterable) -> list[float]:
         """Run len(batches) optimizer steps and drain; ``batches`` yields ``(inputs,
         targets)`` (the first stage reads only inputs, the last only targets; others may pass
@@ -552,7 +255,7 @@ class PipelineExecutor:
             raise ValueError("end_after() is only meaningful while run_steps() is running")
         if step + 1 > self._end:
             return
-        if self.placement is not None:
+        if self.merged:
             raise PipelineError("a running call with several stages per rank runs a fixed "
                                 "program and cannot be shortened; give run_steps the steps to "
                                 "run")
@@ -566,7 +269,7 @@ class PipelineExecutor:
     def _program(self, t0: int, num_steps: int) -> Iterator:
         """This rank's program for steps t0 .. t0 + num_steps − 1: the lazy stage program with
         a movable end (one stage), or the stages' programs merged by the simulator."""
-        if self.placement is None:
+        if not self.merged:
             return S.stage_actions(self.schedule_name, self.num_stages, self.num_microbatches,
                                    self._only().stage, t0, lambda: self._end,
                                    sync_steps=self._pred)
@@ -603,14 +306,14 @@ class PipelineExecutor:
                                self._pred)
         program = self._program(t0, num_steps)
         k = self.spec.updates_per_step(self.num_microbatches)
-        run = _RunState(iter(batches), t0 - 1, 1.0 / (self.num_microbatches // k), {}, {})
+        run = RunState(iter(batches), t0 - 1, 1.0 / (self.num_microbatches // k), {}, {})
         for ctx in self.contexts.values():
             ctx.begin_call()
         self.transport.begin_call()
-        run_program = self._in_order if self.placement is None else self._interleaved
+        run_program = interleaved if self.merged else in_order
         self.clock.start()
         try:
-            yield from run_program(program, run)
+            yield from run_program(self, program, run)
             for c in self.contexts.values():
                 self._apply_pending(c, need_version=math.inf)
             self.transport.drain_sends()
@@ -624,107 +327,6 @@ class PipelineExecutor:
         far, the first step excluded as warm-up
         (:mod:`asyncpp.pipeline.runtime.stage_clock`)."""
         return self.clock.report()
-
-    def _in_order(self, program: Iterable, run: _RunState) -> Iterator[StepOutput]:
-        """Run one stage's program in its order, each run of consecutive sends and receives
-        posted together (idle time while a receive is out applies ready updates)."""
-        contexts, tr, idle = self.contexts, self.transport, self._apply_ready
-        clock = self.clock
-        comm: list = []
-        for a in program:
-            if type(a) in _COMM:
-                comm.append(a)
-                continue
-            if comm:
-                tr.communicate(comm, contexts, idle)
-                comm = []
-            clock.push(BUSY, a.stage)
-            for handler in HANDLERS[type(a)]:
-                out = getattr(self, handler)(a, contexts[a.stage], run)
-            clock.pop()
-            if out is not None:
-                clock.step_done()
-                yield out
-        if comm:
-            tr.communicate(comm, contexts, idle)
-
-    def _interleaved(self, program: Iterable, run: _RunState) -> Iterator[StepOutput]:
-        r"""Run a rank's merged program of several stages, each stage in its own order, the
-        stages interleaved by readiness: of the stages' next compute actions, the first (in
-        the merged program's order) whose receives have arrived runs next; when none has,
-        the rank waits for the first one's. The merged order was computed for nominal costs;
-        with real ones (a slower backward, a late message) a fixed interleaving makes one
-        stage wait while another's input is already there.
-
-        Free of deadlock whenever the merged programs are: a rank waits only on its first
-        unfinished action u in program order, whose message comes from an unfinished action
-        p of the peer at or after the peer's own first unfinished action v; if v waited in
-        turn on an unfinished action at or after u, the merged programs would order
-        u ≤ (that action) < v ≤ p < u. Each stage's own order — and so every version,
-        update and message of a stream — is the program's."""
-        tr, contexts, clock = self.transport, self.contexts, self.clock
-        # a unit: [position in the merged program, its receives, the compute, its sends]
-        queues: dict[int, list] = {s: [] for s in contexts}
-        recvs: list = []
-        for n, a in enumerate(program):
-            if isinstance(a, Recv):
-                recvs.append(a)
-            elif isinstance(a, Send):
-                queues[a.stage][-1][3].append(a)  # after the compute that produced it
-            else:  # a compute action, after its own stage's receives
-                queues[a.stage].append([n, [r for r in recvs if r.stage == a.stage], a, []])
-                recvs = [r for r in recvs if r.stage != a.stage]
-        if recvs:
-            raise PipelineError(f"receives {[to_str(r) for r in recvs]} precede no compute "
-                                "action of their stage")
-        for q in queues.values():
-            q.reverse()  # each stage's next unit is popped from the end
-        posted: dict[int, tuple] = {}
-
-        def ready(unit) -> bool:
-            for r in unit[1]:
-                if r.peer in tr.local:
-                    if not tr.local_ready(r, contexts):
-                        return False
-                    continue
-                if id(r) not in posted:
-                    clock.push(None, r.stage)
-                    got = tr.post_recv(r, contexts, block=False)
-                    clock.pop()
-                    if got is None:
-                        return False
-                    posted[id(r)] = got
-                if not posted[id(r)][1].is_completed():
-                    return False
-            return True
-
-        while any(queues.values()):
-            heads = [q[-1] for q in queues.values() if q]
-            # ready() posts the heads' receives early: they are matched stream by stream
-            cand = [u for u in heads if ready(u)]
-            if not cand:
-                self._apply_ready()  # idle: updates whose reductions are done
-            u = min(cand or heads, key=lambda x: x[0])
-            a = u[2]
-            clock.push(None, a.stage)
-            for r in u[1]:
-                if r.peer in tr.local:
-                    continue
-                got = posted.pop(id(r), None) or tr.post_recv(r, contexts, block=True)
-                tr.finish_recv(r, got, contexts)
-            clock.pop()
-            clock.push(BUSY, a.stage)
-            for handler in HANDLERS[type(a)]:
-                out = getattr(self, handler)(a, contexts[a.stage], run)
-            clock.pop()
-            if out is not None:
-                clock.step_done()
-                yield out
-            if u[3]:
-                clock.push(None, a.stage)
-                tr.communicate(u[3], contexts)
-                clock.pop()
-            queues[a.stage].pop()
 
     def _gather_losses(self, losses: torch.Tensor, last: bool) -> list[float]:
         """Per-step losses on every rank: the last stage's (mean over DP replicas) are summed
@@ -741,28 +343,14 @@ class PipelineExecutor:
     def _key(self, step: int, mb: int):
         return (step, mb) if self.spec.per_microbatch_updates else (step,)
 
-    def _pull(self, step: int, run: _RunState) -> None:
-        """Read the batches up to ``step`` from the stream (inputs if this rank holds the first
-        stage, targets if it holds the last)."""
-        first, last = 0 in self.contexts, self.num_stages - 1 in self.contexts
-        while run.pulled < step:
-            run.pulled += 1
-            b = next(run.batches, None)
-            if not (isinstance(b, (tuple, list)) and len(b) == 2):
-                raise ValueError(
-                    f"step {run.pulled}: each batch must be a pair (inputs, "
-                    f"targets), got {type(b).__name__}"
-                    + (" (the batches ran out)" if b is None else ""))
-            run.data[run.pulled] = (self._split(b[0], "inputs") if first else None,
-                                    self._split(b[1], "targets") if last else None)
-
     # -- handlers ------------------------------------------------------------------------------
-    def _before_forward(self, a: Forward, ctx: Stage, run: _RunState) -> None:
+    def _before_forward(self, a: Forward, ctx: Stage, run: RunState) -> None:
         """The step's batch is read and the version the forward reads exists."""
-        self._pull(a.step, run)
+        pull(run, a.step, self.num_microbatches, self.device, 0 in self.contexts,
+             self.num_stages - 1 in self.contexts)
         self._apply_pending(ctx, need_version=a.version)
 
-    def _forward(self, a: Forward, ctx: Stage, run: _RunState) -> None:
+    def _forward(self, a: Forward, ctx: Stage, run: RunState) -> None:
         xs, ys = run.data[a.step]
         x = xs[a.mb] if ctx.is_first else ctx.in_msgs.pop((ACTIVATION, a.step, a.mb))
         sent = ctx.forward(self._key(a.step, a.mb), a.step, a.mb, a.version, x,
@@ -783,16 +371,16 @@ class PipelineExecutor:
         if g is not None:
             ctx.out_msgs[(GRADIENT, a.step, a.mb)] = g
 
-    def _backward(self, a: Backward, ctx: Stage, run: _RunState) -> None:
+    def _backward(self, a: Backward, ctx: Stage, run: RunState) -> None:
         self._grad_out(a, ctx, ctx.backward(a.step, a.mb, self._grad_in(a, ctx)))
 
-    def _backward_input(self, a: BackwardInput, ctx: Stage, run: _RunState) -> None:
+    def _backward_input(self, a: BackwardInput, ctx: Stage, run: RunState) -> None:
         self._grad_out(a, ctx, ctx.backward_input(a.step, a.mb, self._grad_in(a, ctx)))
 
-    def _backward_weight(self, a: BackwardWeight, ctx: Stage, run: _RunState) -> None:
+    def _backward_weight(self, a: BackwardWeight, ctx: Stage, run: RunState) -> None:
         ctx.backward_weight(a.step, a.mb)
 
-    def _launch_update(self, a: OptimizerStep, ctx: Stage, run: _RunState
+    def _launch_update(self, a: OptimizerStep, ctx: Stage, run: RunState
                        ) -> StepOutput | None:
         leaves, stale = ctx.accum.pop(self._key(a.step, a.mb if a.mb is not None else 0))
         self.updates.launch(ctx, a, leaves, stale)
@@ -852,19 +440,3 @@ class PipelineExecutor:
     def load_state_dict(self, state: Mapping) -> None:
         """Restore :meth:`state_dict` (``runtime.checkpoint.load_state_dict``)."""
         checkpoint.load_state_dict(self, state)
-
-def _check_placement(placement, stage, optimizer):
-    if placement is None:
-        if isinstance(stage, Mapping) or isinstance(optimizer, Mapping):
-            raise ValueError("a mapping of stages (or optimizers) needs placement=, the stages "
-                             "each rank runs")
-        return None
-    devs = [list(d) for d in placement]
-    flat = sorted(s for d in devs for s in d)
-    if not devs or any(not d for d in devs) or flat != list(range(len(flat))):
-        raise ValueError(f"placement {devs} must split the stages 0..P-1 among the ranks, each "
-                         "rank at least one")
-    if not (isinstance(stage, Mapping) and isinstance(optimizer, Mapping)):
-        raise ValueError("with placement=, give stage and optimizer as mappings {stage index: "
-                         "module / optimizer} of the stages this rank runs")
-    return tuple(tuple(d) for d in devs)

@@ -25,7 +25,7 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
-from ..actions import ACTIVATION, Send, to_str
+from ..actions import ACTIVATION, is_send, to_str
 from . import messages
 from .errors import PipelineError
 from .messages import Layout
@@ -161,7 +161,7 @@ class Transport:
             ctx = contexts[a.stage]
             key = (a.kind, a.step, a.mb)
             if a.peer in self.local:  # a stage of this rank: hand over in memory
-                if isinstance(a, Send):
+                if is_send(a):
                     contexts[a.peer].in_msgs[key] = ctx.out_msgs.pop(key)
                 elif key not in ctx.in_msgs:
                     raise PipelineError(f"{to_str(a)}: the message from stage {a.peer} of this "
@@ -169,9 +169,9 @@ class Transport:
                                         "out of order)")
                 continue
             peer = self.stage_rank[a.peer]
-            src = a.stage if isinstance(a, Send) else a.peer
+            src = a.stage if is_send(a) else a.peer
             tag = self._tag(src, a.kind)
-            if isinstance(a, Send):
+            if is_send(a):
                 msg = ctx.out_msgs.pop(key)
                 if a.kind == ACTIVATION and a.peer not in self.header_sent:
                     self.header_sent.add(a.peer)

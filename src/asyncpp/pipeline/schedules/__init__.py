@@ -76,9 +76,7 @@ from dataclasses import dataclass, field
 
 from ..actions import (
     ACTIVATION,
-    COMPUTE,
     GRADIENT,
-    GRADIENT_DONE,
     Action,
     Backward,
     Forward,
@@ -86,7 +84,11 @@ from ..actions import (
     Recv,
     Send,
     check,
+    completes_gradient,
     from_str,
+    is_compute,
+    is_forward,
+    is_update,
     to_str,
 )
 from ..registry import PIPELINE_SCHEDULES, get_spec
@@ -144,7 +146,7 @@ class Schedule:
 
     def delays(self) -> list[frozenset[int]]:
         """Per stage, the delays τ of its updates (2BW {1}; PipeDream {P−1−s}; sync {0})."""
-        return [frozenset(a.delay for a in acts if isinstance(a, OptimizerStep))
+        return [frozenset(a.delay for a in acts if is_update(a))
                 for acts in self.actions]
 
     def version_plan(self, stage: int) -> VersionPlan:
@@ -165,10 +167,10 @@ class Schedule:
         for acts in self.actions:
             live = peak = 0
             for a in acts:
-                if isinstance(a, Forward):
+                if is_forward(a):
                     live += 1
                     peak = max(peak, live)
-                elif isinstance(a, GRADIENT_DONE):
+                elif completes_gradient(a):
                     live -= 1
             out.append(peak)
         return out
@@ -288,7 +290,7 @@ def version_plan(actions: Sequence[Action], start_version: int, next_version: in
     suffix_min = [next_version] * (n + 1)
     for i in range(n - 1, -1, -1):
         a = actions[i]
-        v = a.version if isinstance(a, COMPUTE) else None
+        v = a.version if is_compute(a) else None
         suffix_min[i] = suffix_min[i + 1] if v is None else min(v, suffix_min[i + 1])
     newest = start_version
     alive = set(range(min(suffix_min[0], newest), newest + 1))
@@ -296,7 +298,7 @@ def version_plan(actions: Sequence[Action], start_version: int, next_version: in
     free_after, keep_old, alive_after = [], [], []
     for i, a in enumerate(actions):
         keep = False
-        if isinstance(a, OptimizerStep):
+        if is_update(a):
             keep = newest >= suffix_min[i + 1]
             newest = a.new_version
             alive.add(newest)

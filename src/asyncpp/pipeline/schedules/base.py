@@ -26,13 +26,12 @@ from ..actions import (
     GRADIENT,
     PASSES,
     Action,
-    Backward,
-    BackwardInput,
-    BackwardWeight,
-    Forward,
     OptimizerStep,
     Recv,
     Send,
+    completes_gradient,
+    is_forward,
+    makes_input_gradient,
 )
 from ..registry import get_spec
 
@@ -128,25 +127,26 @@ class Program:
         P, m, s = self.num_stages, self.num_microbatches, stage
         end = end_step if callable(end_step) else (lambda: end_step)
 
-        def forward(t: int, i: int) -> Iterator[Action]:
+        def forward(a: Action) -> Iterator[Action]:
+            t, i = a.step, a.mb
             if s > 0:
                 yield Recv(ACTIVATION, t, i, s - 1, stage=s)
-            yield Forward(t, i, self.version(s, t, i), stage=s)
+            yield a
             if s < P - 1:
                 yield Send(ACTIVATION, t, i, s + 1, stage=s)
 
-        def backward(t: int, i: int, cls=Backward) -> Iterator[Action]:
-            v = self.version(s, t, i)
-            if cls is not BackwardWeight:  # B and I consume the gradient and send upstream
+        def backward(a: Action) -> Iterator[Action]:
+            t, i = a.step, a.mb
+            if makes_input_gradient(a):  # B and I consume the gradient and send upstream
                 if s < P - 1:
                     yield Recv(GRADIENT, t, i, s + 1, stage=s)
-                yield cls(t, i, v, stage=s)
+                yield a
                 if s > 0:
                     yield Send(GRADIENT, t, i, s - 1, stage=s)
             else:
-                yield cls(t, i, v, stage=s)
-            if cls is not BackwardInput:  # the weight gradient of (t, i) is complete
-                up = self.update_after(s, t, i, v)
+                yield a
+            if completes_gradient(a):  # the weight gradient of (t, i) is complete
+                up = self.update_after(s, t, i, a.version)
                 if up is not None:
                     yield up
 
@@ -167,6 +167,6 @@ class Program:
                     nf = done.value
                     break
                 t, i = t0 + n // m, n % m
-                cls = passes[kind]
-                yield from (forward(t, i) if cls is Forward else backward(t, i, cls))
+                a = passes[kind](t, i, self.version(s, t, i), stage=s)
+                yield from (forward(a) if is_forward(a) else backward(a))
             t0 += nf // m
