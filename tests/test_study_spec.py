@@ -120,10 +120,13 @@ def test_report_without_results_is_exit_2(tmp_path, capsys):
     assert not (tmp_path / "out" / "tables.md").exists()
 
 
-def test_a_ladder_study_is_reported_by_the_ladder_and_not_run(capsys):
+def test_a_ladder_study_is_followed_through_the_sweep(capsys):
+    """plan/status of a ladder study list the tier's tables through the sweep (its runs are
+    ladder.sh lanes: tests/test_study_ladder_cli.py runs one)."""
     study = ROOT / "experiments" / "opt-180k" / "study.toml"
-    assert cli.main(["run", str(study)]) == 2
-    assert "experiments/sweep.py" in capsys.readouterr().err
+    assert cli.main(["status", str(study)]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    assert len(out) == 1 and out[0].startswith("opt-180k: ") and out[0].count(" to do") == 1
 
 
 def test_bad_arguments_are_one_line_exit_2():
