@@ -300,9 +300,10 @@ class PipelineBackend:
         return 0 if self.dopts[0].schedule.in_sync_window(i) else max(self.cfg.stage_delays())
 
     def end_after(self, step: int) -> None:
-        if self.placed.several_per_rank:  # the call in progress runs to its end (see run)
-            self._end = min(self._end, step + 1)
-        else:
+        # run's loop ends at _end in both cases; with one stage per rank the running call is
+        # also cut short there, with several it runs to its end (see run)
+        self._end = min(self._end, step + 1)
+        if not self.placed.several_per_rank:
             self.ex.end_after(step)
 
     def run(self, first: int, num_steps: int):
