@@ -239,7 +239,7 @@ def load_into_executor(ex, cfg: Config, state: NamedState, device) -> None:
     head = {"format": "asyncpp.pipeline/1", "schedule": ex.schedule_name,
             "num_stages": ex.num_stages, "num_microbatches": ex.num_microbatches,
             "dp_rank": ex.topo.dp_rank, "next_step": S}
-    if ex.placement is None:
+    if not ex.merged:  # one stage on this rank: its state at the top level (checkpoint.py)
         ex.load_state_dict({**head, **next(iter(per_stage.values()))})
     else:
         ex.load_state_dict({**head, "stage": sorted(per_stage), "stages": per_stage})
