@@ -47,6 +47,11 @@ PARTS = {
 }
 
 
+
+def typeset(text: str) -> str:
+    """The study file's ASCII (``-``, ``!=``) as the pages print it (−, ≠)."""
+    return text.replace("!=", "≠").replace(" - ", " − ")
+
 @dataclasses.dataclass(frozen=True)
 class Primary:
     """One primary endpoint: its declaration, its test's estimate, 95 % interval (the TOST's
@@ -131,10 +136,11 @@ def family(R) -> list[Primary]:
         xs = list(_contrast(R, e).values()) if "contrast" in e else \
             list(_seed_slopes(R, e["optimizer"]).values())
         if len(xs) < 2:
-            out.append(Primary(e["id"], e["what"], e["test"], None, None, None, None, len(xs)))
+            out.append(Primary(e["id"], typeset(e["what"]), e["test"], None, None, None, None,
+                               len(xs)))
             continue
         est, lo, hi, p = _one_sample(xs, e["test"], margin)
-        out.append(Primary(e["id"], e["what"], e["test"], est, lo, hi, p, len(xs)))
+        out.append(Primary(e["id"], typeset(e["what"]), e["test"], est, lo, hi, p, len(xs)))
     adj = study_stats.holm({q.id: q.p for q in out if q.p is not None})
     return [dataclasses.replace(q, p_holm=adj.get(q.id)) for q in out]
 

@@ -602,7 +602,7 @@ def marked_table(tiers: tuple[str, ...] = ("tiny", "small")) -> str:
     def m(key):
         return f"<!--n:{key}-->{number(key)}<!--/n-->"
     lines = ["| tier | optimizer | best 2BW correction | chosen on | gap to sync, 95 % "
-             "interval, seeds | in sync's sd | verdict (difference, 95 % interval) |",
+             "interval, seeds | in sync's sd | verdict (difference) |",
              "|" + " --- |" * 7]
     for t in tiers:
         R = load_results(get_tier(t).results)
@@ -628,6 +628,6 @@ def marked_primary_table(tier: str = "opt-180k") -> str:
         part = primary.PARTS.get(e["id"])
         where = f"{part[0]}: {part[1]}" if part else "— (no part of L1–L10)"
         i = e["id"]
-        lines.append(f"| {i} | {e['what']} | {e['test']} | {where} | "
+        lines.append(f"| {i} | {primary.typeset(e['what'])} | {e['test']} | {where} | "
                      f"{m(f'{tier}/primary/{i}')} | {m(f'{tier}/primaryvd/{i}')} |")
     return "\n".join(lines)
