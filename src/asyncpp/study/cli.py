@@ -155,9 +155,13 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(str(p) for p in paths))
         return 0
     total = runner.Outcome()
-    for phase in ("selection", "claims"):
+    # selection runs again after each pass: a grid whose best lr is on its edge gains a point
+    phases, seen = ["selection"] * (study.lr_extend + 1) + ["claims"], set()
+    for phase in phases:
         runs = (runner.selection_runs(study) if phase == "selection"
                 else runner.claims_runs(study)[0])
+        runs = [r for r in runs if r.result not in seen]
+        seen.update(r.result for r in runs)
         if not runs:
             continue
         _say(f"{phase}: {len(runs)} run(s)")
