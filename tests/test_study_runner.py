@@ -367,3 +367,40 @@ def test_a_matched_cell_runs_at_the_lr_chosen_for_another(tmp_path):
     assert lrs["m"]["lr"] == lrs["a"]["lr"] == 0.02 and "matched" in lrs["m"]["note"]
     claims, waiting = runner.claims_runs(s)
     assert waiting == ["b"] and {(r.cell, r.lr) for r in claims} == {("a", 0.02), ("m", 0.02)}
+
+
+def test_a_per_seed_slope_reads_protocol_v2s_p5_from_the_token_ladder(tmp_path):
+    """P5 of protocol v2 (AdamW's 2BW gap over log2 tokens per parameter, a slope per seed, a
+    one-sided one-sample t) as a study endpoint over the committed opt-180k token ladder: the
+    same estimate and p as the ladder's own reading (asyncpp.study.ladder.primary)."""
+    from asyncpp.study.ladder import primary, report_common
+    res = ROOT / "experiments" / "opt-180k" / "results"
+    ks = (5, 10, 20, 40, 80)
+    names = {f"{m}{k}": f"adamw-{m}" + ("" if k == 20 else f"-tpp{k}")
+             for k in ks for m in ("async", "sync")}
+    cells = "".join(f"[cells.{c}]\n\"train.steps\" = {i + 10}\n" for i, c in enumerate(names))
+    pairs = ", ".join(f'["async{k}", "sync{k}"]' for k in ks)
+    eps = (f'[[endpoints]]\nname = "P5"\ntest = "slope"\npairs = [{pairs}]\nper_seed = true\n'
+           'alternative = "less"\n[[endpoints]]\nname = "pooled"\ntest = "slope"\n'
+           f'pairs = [{pairs}]\n')
+    p = tmp_path / "s.toml"
+    p.write_text(f'[study]\nname = "a"\nbase = "{ROOT / "configs" / "tiny.toml"}"\n'
+                 f'out = "out"\n{cells}[seeds]\nclaims = [0, 1, 2, 3, 4]\n{eps}')
+    s = spec.load(p)
+    for r in runner.claims_runs(s)[0]:
+        f = res / f"{names[r.cell]}-seed{r.seed}.json"
+        if f.is_file():
+            fin = json.loads(f.read_text())["final"]
+            runner.write_json(r.result, {"key": r.key, "cell": r.cell, "seed": r.seed,
+                                         "value": fin["val_loss"], "tokens": fin["tokens"],
+                                         "params": fin["params"], "tokens_per_param": 1.0})
+    rows = {r["name"]: r for r in report.judge(s, report.cell_values(s))}
+    (p5,) = [q for q in primary.family(report_common.load_results(res)) if q.id == "P5"]
+    assert rows["P5"]["n"] == p5.n == 2
+    # the study's x is log2 of the tokens trained, the ladder's log2 of the nominal k: steps are
+    # rounded to whole steps, so the slopes agree to 1e-4, not bit for bit
+    assert rows["P5"]["estimate"] == pytest.approx(p5.estimate, abs=1e-4)
+    assert rows["P5"]["p"] == pytest.approx(p5.p, abs=1e-4)
+    assert rows["P5"]["verdict"] == "not established"  # p = 0.051 on 2 seeds
+    # pooling the 13 gaps as if independent makes the same data look decisive
+    assert rows["pooled"]["n"] == 13 and rows["pooled"]["verdict"] == "shrinks"

@@ -94,6 +94,12 @@ BAD = [
     (GOOD + '\n[lr.tied.2bw]\n"pipeline.stages" = 2\n', "lr.tied.2bw.pipeline.stages",
      "set by the cell"),
     (GOOD + '\n[lr.same]\n2bw = "ef"\n', "lr.same.2bw", "declared cells"),
+    (GOOD.replace("selection = [10, 11]", "selection = [10, 11]\ncells = { ef = [0] }"),
+     "seeds.cells.ef", "names no declared cell"),
+    (GOOD.replace("selection = [10, 11]", "selection = [10, 11]\ncells = { sync = [0, 10] }"),
+     "seeds.selection", "shares seeds [10]"),
+    (GOOD.replace("primary = true", "primary = true\nper_seed = true"),
+     "endpoints[0].per_seed", "slope endpoints"),
     (GOOD + '\n[lr.same]\n2bw = "sync"\nsync = "2bw"\n', "lr.same.2bw", "of its own"),
     (GOOD.replace("primary = true", 'primary = true\nalternative = "greater"'),
      "endpoints[0].alternative", "equivalence endpoint takes 'two-sided'"),
@@ -186,3 +192,9 @@ def test_the_how_to_shows_the_tiny_study_as_it_is(tmp_path):
     assert shown["cells"] and shown["endpoints"]
     assert _subset(shown, real)
     assert not _subset({"overrides": {"train.steps": 5}}, real)
+
+
+def test_a_cell_can_have_its_own_claims_seeds(tmp_path):
+    text = GOOD.replace("selection = [10, 11]", "selection = [10, 11]\ncells = { 2bw = [0, 1] }")
+    s = spec.load(_write(tmp_path, text))
+    assert s.claims_of("2bw") == (0, 1) and s.claims_of("sync") == (0, 1, 2)

@@ -103,7 +103,7 @@ def _plan_lines(study: Study) -> list[str]:
     for r in sel + claims:
         lines.append(f"{'done' if runner.done(r) else 'todo'}  {r.label()}  {r.key}")
     for c in waiting:
-        lines.append(f"wait  {c}: {len(study.claims_seeds)} claims run(s) after its lr is chosen")
+        lines.append(f"wait  {c}: {len(study.claims_of(c))} claims run(s) after its lr is chosen")
     keys = {r.key for r in sel + claims}
     lines.append(f"{len(sel)} selection + {len(claims)} claims run(s) "
                  f"({len(keys)} distinct), {sum(runner.done(r) for r in sel + claims)} on disk"

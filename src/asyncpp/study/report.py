@@ -37,6 +37,7 @@ from .stats import (
     gap_slope,
     holm,
     paired_t,
+    per_seed_slope,
     share_at_least,
     tost,
 )
@@ -79,13 +80,17 @@ def evaluate(ep: Endpoint, cells: dict[str, dict[int, dict]]) -> dict:
                        share={"estimate": sh.estimate, "lo": sh.lo, "hi": sh.hi,
                               "interval": "Fieller", "level": 1 - ALPHA})
         else:
-            pts = []
+            pts: dict[int, list] = {}
             for a, b in ep.pairs:
                 for k in sorted(set(cells[a]) & set(cells[b])):
                     x = cells[a][k]["tokens" if ep.x == "tokens" else "params"]
-                    pts.append((math.log2(x), v[a][k] - v[b][k]))
-            iv = gap_slope(pts)
-            row.update(what=f"gap per doubling of {ep.x}", interval_level=1 - ALPHA)
+                    pts.setdefault(k, []).append((math.log2(x), v[a][k] - v[b][k]))
+            iv = _sided(per_seed_slope(pts, alpha=_alpha(ep)) if ep.per_seed else
+                        gap_slope([q for k in sorted(pts) for q in pts[k]], alpha=_alpha(ep)),
+                        ep.alternative)
+            row.update(what=f"gap per doubling of {ep.x}"
+                       + (", fitted per seed" if ep.per_seed else ""),
+                       interval_level=1 - _alpha(ep), alternative=ep.alternative)
     except TooFewSeeds as e:
         row.update(estimate=None, lo=None, hi=None, p=None, n=0, seeds=[],
                    verdict=f"too few seeds: {e}")
@@ -123,8 +128,10 @@ def _verdict(row: dict, ep: Endpoint, p: float) -> str:
         return f"equivalent within ±{ep.margin:g}" if sig else "not established"
     if ep.test == "share":
         return f"share ≥ {ep.s:g}" if sig and est > 0 else "not established"
-    if sig:
-        return "shrinks" if est < 0 else "grows"
+    if sig and est < 0 and ep.alternative != "greater":
+        return "shrinks"
+    if sig and est > 0 and ep.alternative != "less":
+        return "grows"
     return "not established"
 
 
@@ -162,7 +169,8 @@ def tables(study: Study, cells: dict, lrs: dict, rows: list[dict],
     md = [f"# Study `{study.name}`", ""]
     if study.prediction:
         md += [f"Prediction: {study.prediction}", ""]
-    md += [f"Metric: `{study.metric}`, claims seeds {list(study.claims_seeds)}"
+    own = "".join(f"; {c}: seeds {list(k)}" for c, k in study.cell_seeds.items())
+    md += [f"Metric: `{study.metric}`, claims seeds {list(study.claims_seeds)}{own}"
            + (f", lr chosen on selection seeds {list(study.selection_seeds)} "
               f"({study.lr_rule} rule)" if study.tunes_lr else "") + ".", "",
            "## Cells", "", "| cell | n | mean | sd | lr | tokens/param |",
@@ -224,6 +232,7 @@ def write_report(study: Study) -> list[Path]:
     doc = {"study": study.name, "file": str(study.path), "metric": study.metric,
            "prediction": study.prediction, "alpha": ALPHA,
            "claims_seeds": list(study.claims_seeds),
+           "cell_seeds": {c: list(k) for c, k in study.cell_seeds.items()},
            "selection_seeds": list(study.selection_seeds),
            "cells": {c: {"values": {str(k): v["value"] for k, v in recs.items()},
                          "lr": lrs.get(c, {}).get("lr")} for c, recs in cells.items()},

@@ -172,7 +172,7 @@ def claims_runs(study: Study, lrs: dict[str, dict] | None = None) -> tuple[list[
             continue
         lr = lrs[c]["lr"] if study.tunes_lr else None
         runs += [_make(study, c, k, "claims", lr, study.root / "results" / c / f"seed{k}.json")
-                 for k in study.claims_seeds]
+                 for k in study.claims_of(c)]
     return runs, waiting
 
 

@@ -43,9 +43,14 @@ is claimed, read and checked before anything runs.
 
 ``share`` endpoints name ``none``, ``corr``, ``sync`` and ``s``; ``slope`` endpoints name
 ``pairs = [[a, b], ...]`` (one (a, b) gap per length) and ``x = "tokens"`` or ``"params"``.
-``difference`` and ``share`` endpoints take ``alternative = "two-sided"`` (the default),
-``"greater"`` (H1: a − b > 0, or the share above s) or ``"less"`` (difference only): a
-one-sided test, declared before the runs.
+``difference``, ``share`` and ``slope`` endpoints take ``alternative = "two-sided"`` (the
+default), ``"greater"`` (H1: a − b > 0, the share above s, the slope above 0) or ``"less"``
+(not for a share): a one-sided test, declared before the runs. A ``slope`` endpoint with
+``per_seed = true`` fits the slope per seed and tests the seeds' slopes (one-sample t);
+otherwise every (length, seed) gap is pooled in one fit.
+
+``[seeds] cells`` gives a cell its own claims seeds (``{ "2bw-long" = [0, 1, 2, 3] }``): a
+costly cell can run fewer; comparisons use the seeds both sides have.
 
 A cell's lr grid is ``[lr.cells]``'s list for it, else ``[lr] grid``; every cell needs one.
 With ``extend = N`` a grid whose best lr (the mean rule, on the selection seeds) is its
@@ -94,6 +99,7 @@ class Endpoint:
     primary: bool = False
     prediction: str = ""
     alternative: str = "two-sided"
+    per_seed: bool = False
 
     def cells(self) -> tuple[str, ...]:
         if self.test in ("difference", "equivalence"):
@@ -127,6 +133,11 @@ class Study:
     lr_extend: int = 0
     lr_tied: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
     lr_same: dict[str, str] = dataclasses.field(default_factory=dict)
+    cell_seeds: dict[str, tuple[int, ...]] = dataclasses.field(default_factory=dict)
+
+    def claims_of(self, cell: str) -> tuple[int, ...]:
+        """The claims seeds of ``cell``: its own ``[seeds] cells`` list, else ``claims``."""
+        return self.cell_seeds.get(cell, self.claims_seeds)
 
     @property
     def tunes_lr(self) -> bool:
@@ -225,14 +236,18 @@ def _endpoint(path: Path, i: int, d: dict, cells: dict) -> Endpoint:
     if kw.get("margin", 0) < 0:
         _fail(path, f"{key}.margin", "must be ≥ 0")
     alt = kw.get("alternative", "two-sided")
-    alts = {"difference": ("two-sided", "greater", "less"), "share": ("two-sided", "greater")}
+    alts = {"difference": ("two-sided", "greater", "less"), "share": ("two-sided", "greater"),
+            "slope": ("two-sided", "greater", "less")}
     if alt not in alts.get(test, ("two-sided",)):
         _fail(path, f"{key}.alternative", f"a {test} endpoint takes "
               f"{' or '.join(repr(a) for a in alts.get(test, ('two-sided',)))}, got {alt!r}")
     if kw.get("x", "tokens") not in ("tokens", "params"):
         _fail(path, f"{key}.x", f"must be 'tokens' or 'params', got {kw['x']!r}")
-    if not isinstance(kw.get("primary", False), bool):
-        _fail(path, f"{key}.primary", "must be true or false")
+    for k in ("primary", "per_seed"):
+        if not isinstance(kw.get(k, False), bool):
+            _fail(path, f"{key}.{k}", "must be true or false")
+    if kw.get("per_seed") and test != "slope":
+        _fail(path, f"{key}.per_seed", "is for slope endpoints (a slope fitted per seed)")
     ep = Endpoint(**kw)
     for c in ep.cells():
         if c not in cells:
@@ -299,12 +314,22 @@ def load(path: str | Path) -> Study:
     if not isinstance(seeds, dict) or "claims" not in seeds:
         _fail(path, "seeds", "needs [seeds] claims = [...]")
     for k in seeds:
-        if k not in ("claims", "selection"):
-            _fail(path, f"seeds.{k}", "unknown key; [seeds] takes claims and selection")
+        if k not in ("claims", "selection", "cells"):
+            _fail(path, f"seeds.{k}", "unknown key; [seeds] takes claims, selection and cells")
     claims = _seeds(path, "seeds.claims", seeds["claims"])
     if not claims:
         _fail(path, "seeds.claims", "needs at least one seed")
     selection = _seeds(path, "seeds.selection", seeds.get("selection", []))
+    cell_seeds = {}
+    per = seeds.get("cells", {})
+    if not isinstance(per, dict):
+        _fail(path, "seeds.cells", "must be a table: CELL = [seed, ...]")
+    for c, v in per.items():
+        if c not in cells:
+            _fail(path, f"seeds.cells.{c}", f"names no declared cell (cells: {', '.join(cells)})")
+        cell_seeds[c] = _seeds(path, f"seeds.cells.{c}", v)
+        if not cell_seeds[c]:
+            _fail(path, f"seeds.cells.{c}", "needs at least one seed")
     lr = doc.get("lr")
     grid, rule, lr_cells, extend, tied, lr_same = (), "mean", {}, 0, {}, {}
     if lr is not None:
@@ -359,7 +384,7 @@ def load(path: str | Path) -> Study:
             _fail(path, "lr.extend", f"must be an integer from 0 to 8, got {extend!r}")
         if len(selection) < 2:
             _fail(path, "seeds.selection", "an lr grid is chosen on at least 2 selection seeds")
-        both = set(selection) & set(claims)
+        both = set(selection) & set(claims).union(*cell_seeds.values())
         if both:
             _fail(path, "seeds.selection", f"shares seeds {sorted(both)} with seeds.claims; "
                   "the seeds that choose the lr cannot also test the claims")
@@ -380,7 +405,7 @@ def load(path: str | Path) -> Study:
                  claims_seeds=claims, selection_seeds=selection, lr_grid=grid, lr_rule=rule,
                  endpoints=endpoints, metric=metric, launcher=launcher, nproc=nproc,
                  prediction=str(st.get("prediction", "")), out=out, lr_cells=lr_cells,
-                 lr_extend=extend, lr_tied=tied, lr_same=lr_same)
+                 lr_extend=extend, lr_tied=tied, lr_same=lr_same, cell_seeds=cell_seeds)
     for c in cells:  # every cell must be a config asyncpp-train accepts, before anything runs
         lr = lr_options(study, c, study.grid_of(study.lr_same.get(c, c))[0]) \
             if study.tunes_lr else {}
