@@ -115,6 +115,18 @@ def test_async_cli(bench):
 
 
 @pytest.mark.multiprocess
+def test_async_cli_against_the_zero_bubble_schedules(bench):
+    """ZB-V runs two stages per rank through the CLI: 2P stages, untied, clipped per stage."""
+    import bench_async_cli
+
+    r = bench_async_cli.main(["--model", "tiny", "--steps", "3", "--rounds", "1", "--batch", "4",
+                              "--layers", "4", "--untied", "--clip-scope", "stage",
+                              "--cases", "zb-h1", "zb-v", "2bw", "--no-save"])
+    assert set(r["median"]) == {"zb-h1", "zb-v", "2bw"}
+    assert r["best_zero_bubble"] in ("zb-h1", "zb-v") and r["2bw_over_best_zero_bubble"] > 0
+
+
+@pytest.mark.multiprocess
 def test_peer_torch(bench):
     import peer_torch
 
