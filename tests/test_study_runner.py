@@ -212,15 +212,34 @@ def test_torchrun_studies_launch_one_torchrun_per_run(tmp_path):
     assert r.key != runner.claims_runs(_study(tmp_path))[0][0].key  # launcher is in the key
 
 
+LADDER = ROOT / "experiments" / "opt-180k" / "results"
+
+
+def _ladder_as_study(tmp_path: Path, names: dict[str, str], eps: str) -> spec.Study:
+    """A study whose cell c reads the committed opt-180k result ``names[c]`` of each of seeds
+    0-4 as its claims result (each cell a distinct run: its own train.steps)."""
+    cells = "".join(f"[cells.{c}]\n\"train.steps\" = {i + 10}\n" for i, c in enumerate(names))
+    p = tmp_path / "s.toml"
+    p.write_text(f'[study]\nname = "a"\nbase = "{ROOT / "configs" / "tiny.toml"}"\n'
+                 f'out = "out"\n{cells}[seeds]\nclaims = [0, 1, 2, 3, 4]\n{eps}')
+    s = spec.load(p)
+    for r in runner.claims_runs(s)[0]:
+        f = LADDER / f"{names[r.cell]}-seed{r.seed}.json"
+        if f.is_file():
+            fin = json.loads(f.read_text())["final"]
+            runner.write_json(r.result, {"key": r.key, "cell": r.cell, "seed": r.seed,
+                                         "value": fin["val_loss"], "tokens": fin["tokens"],
+                                         "params": fin["params"], "tokens_per_param": 1.0})
+    return s
+
+
 def test_report_of_share_and_slope_endpoints_reads_as_the_audit(tmp_path):
     """AdamW at opt-180k, its committed results as a study's: EF's share of the 2BW gap is
     70 % with Fieller's interval [38 %, 82 %], and "share ≥ 50 %" is not established; the
     gap's slope against log2 tokens over the token ladder is negative."""
-    res = ROOT / "experiments" / "opt-180k" / "results"
     names = {"none": "adamw-async", "corr": "adamw-ef", "sync": "adamw-sync",
              "none5": "adamw-async-tpp5", "sync5": "adamw-sync-tpp5",
              "none80": "adamw-async-tpp80", "sync80": "adamw-sync-tpp80"}
-    cells = "".join(f"[cells.{c}]\n\"train.steps\" = {i + 10}\n" for i, c in enumerate(names))
     eps = """
 [[endpoints]]
 name = "half"
@@ -235,17 +254,7 @@ name = "trend"
 test = "slope"
 pairs = [["none5", "sync5"], ["none", "sync"], ["none80", "sync80"]]
 """
-    p = tmp_path / "s.toml"
-    p.write_text(f'[study]\nname = "a"\nbase = "{ROOT / "configs" / "tiny.toml"}"\n'
-                 f'out = "out"\n{cells}[seeds]\nclaims = [0, 1, 2, 3, 4]\n{eps}')
-    s = spec.load(p)
-    for r in runner.claims_runs(s)[0]:
-        f = res / f"{names[r.cell]}-seed{r.seed}.json"
-        if f.is_file():
-            fin = json.loads(f.read_text())["final"]
-            runner.write_json(r.result, {"key": r.key, "cell": r.cell, "seed": r.seed,
-                                         "value": fin["val_loss"], "tokens": fin["tokens"],
-                                         "params": fin["params"], "tokens_per_param": 1.0})
+    s = _ladder_as_study(tmp_path, names, eps)
     half, trend = report.judge(s, report.cell_values(s))
     sh = half["share"]
     assert (round(sh["lo"], 2), round(sh["estimate"], 2), round(sh["hi"], 2)) == (0.38, 0.70,
@@ -374,28 +383,16 @@ def test_a_per_seed_slope_reads_protocol_v2s_p5_from_the_token_ladder(tmp_path):
     one-sided one-sample t) as a study endpoint over the committed opt-180k token ladder: the
     same estimate and p as the ladder's own reading (asyncpp.study.ladder.primary)."""
     from asyncpp.study.ladder import primary, report_common
-    res = ROOT / "experiments" / "opt-180k" / "results"
     ks = (5, 10, 20, 40, 80)
     names = {f"{m}{k}": f"adamw-{m}" + ("" if k == 20 else f"-tpp{k}")
              for k in ks for m in ("async", "sync")}
-    cells = "".join(f"[cells.{c}]\n\"train.steps\" = {i + 10}\n" for i, c in enumerate(names))
     pairs = ", ".join(f'["async{k}", "sync{k}"]' for k in ks)
     eps = (f'[[endpoints]]\nname = "P5"\ntest = "slope"\npairs = [{pairs}]\nper_seed = true\n'
            'alternative = "less"\n[[endpoints]]\nname = "pooled"\ntest = "slope"\n'
            f'pairs = [{pairs}]\n')
-    p = tmp_path / "s.toml"
-    p.write_text(f'[study]\nname = "a"\nbase = "{ROOT / "configs" / "tiny.toml"}"\n'
-                 f'out = "out"\n{cells}[seeds]\nclaims = [0, 1, 2, 3, 4]\n{eps}')
-    s = spec.load(p)
-    for r in runner.claims_runs(s)[0]:
-        f = res / f"{names[r.cell]}-seed{r.seed}.json"
-        if f.is_file():
-            fin = json.loads(f.read_text())["final"]
-            runner.write_json(r.result, {"key": r.key, "cell": r.cell, "seed": r.seed,
-                                         "value": fin["val_loss"], "tokens": fin["tokens"],
-                                         "params": fin["params"], "tokens_per_param": 1.0})
+    s = _ladder_as_study(tmp_path, names, eps)
     rows = {r["name"]: r for r in report.judge(s, report.cell_values(s))}
-    (p5,) = [q for q in primary.family(report_common.load_results(res)) if q.id == "P5"]
+    (p5,) = [q for q in primary.family(report_common.load_results(LADDER)) if q.id == "P5"]
     assert rows["P5"]["n"] == p5.n == 2
     # the study's x is log2 of the tokens trained, the ladder's log2 of the nominal k: steps are
     # rounded to whole steps, so the slopes agree to 1e-4, not bit for bit

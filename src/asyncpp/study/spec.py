@@ -189,6 +189,16 @@ def _seeds(path: Path, key: str, v) -> tuple[int, ...]:
     return tuple(v)
 
 
+def _per_cell(path: Path, key: str, table, cells: dict, form: str) -> dict:
+    """``table`` (``[KEY] CELL = ...``) once it is a table whose every key is a declared cell."""
+    if not isinstance(table, dict):
+        _fail(path, key, f"must be a table: {form}")
+    for c in table:
+        if c not in cells:
+            _fail(path, f"{key}.{c}", f"names no declared cell (cells: {', '.join(cells)})")
+    return table
+
+
 def _grid(path: Path, key: str, g, rule: str) -> tuple[float, ...]:
     if not isinstance(g, list) or len(g) < 2 or not all(
             isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in g):
@@ -321,12 +331,8 @@ def load(path: str | Path) -> Study:
         _fail(path, "seeds.claims", "needs at least one seed")
     selection = _seeds(path, "seeds.selection", seeds.get("selection", []))
     cell_seeds = {}
-    per = seeds.get("cells", {})
-    if not isinstance(per, dict):
-        _fail(path, "seeds.cells", "must be a table: CELL = [seed, ...]")
-    for c, v in per.items():
-        if c not in cells:
-            _fail(path, f"seeds.cells.{c}", f"names no declared cell (cells: {', '.join(cells)})")
+    for c, v in _per_cell(path, "seeds.cells", seeds.get("cells", {}), cells,
+                          "CELL = [seed, ...]").items():
         cell_seeds[c] = _seeds(path, f"seeds.cells.{c}", v)
         if not cell_seeds[c]:
             _fail(path, f"seeds.cells.{c}", "needs at least one seed")
@@ -342,19 +348,14 @@ def load(path: str | Path) -> Study:
             _fail(path, "lr.rule", f"must be 'mean' or 'fit', got {rule!r}")
         if "grid" in lr:
             grid = _grid(path, "lr.grid", lr["grid"], rule)
-        per = lr.get("cells", {})
-        if not isinstance(per, dict):
-            _fail(path, "lr.cells", "must be a table: cell = [lr, ...]")
-        for c, g in per.items():
-            if c not in cells:
-                _fail(path, f"lr.cells.{c}", f"names no declared cell (cells: {', '.join(cells)})")
+        for c, g in _per_cell(path, "lr.cells", lr.get("cells", {}), cells,
+                              "CELL = [lr, ...]").items():
             lr_cells[c] = _grid(path, f"lr.cells.{c}", g, rule)
-        same = lr.get("same", {})
-        if not isinstance(same, dict):
-            _fail(path, "lr.same", "must be a table: CELL = \"cell whose lr it takes\"")
+        same = _per_cell(path, "lr.same", lr.get("same", {}), cells,
+                         "CELL = \"cell whose lr it takes\"")
         for c, src in same.items():
-            if c not in cells or src not in cells:
-                _fail(path, f"lr.same.{c}", f"both sides must be declared cells (cells: "
+            if src not in cells:
+                _fail(path, f"lr.same.{c}", f"names {src!r}, not a declared cell (cells: "
                       f"{', '.join(cells)})")
             if src in same or src == c:
                 _fail(path, f"lr.same.{c}", f"{src!r} takes its lr from a selection of its "
@@ -366,12 +367,8 @@ def load(path: str | Path) -> Study:
             if c not in lr_cells and c not in lr_same and not grid:
                 _fail(path, f"lr.cells.{c}", "this cell has no lr grid: give [lr] grid or "
                       f"[lr.cells] {c} = [...]")
-        tied_doc = lr.get("tied", {})
-        if not isinstance(tied_doc, dict):
-            _fail(path, "lr.tied", "must be a table: [lr.tied.CELL] \"section.key\" = factor")
-        for c, t in tied_doc.items():
-            if c not in cells:
-                _fail(path, f"lr.tied.{c}", f"names no declared cell (cells: {', '.join(cells)})")
+        for c, t in _per_cell(path, "lr.tied", lr.get("tied", {}), cells,
+                              "[lr.tied.CELL] \"section.key\" = factor").items():
             tied[c] = _flat(path, f"lr.tied.{c}", t)
             for k, f in tied[c].items():
                 if k == "optimizer.lr" or k in cells[c]:
