@@ -103,6 +103,10 @@ def test_gpu_dry_run(bench):
     # The trainer-vs-bare-loop section ran through asyncpp-train's own loop.
     cli = r["sections"]["train_cli_tiny"]
     assert cli["steady_tokens_per_s"] > 0 and cli["ratio_vs_bare_loop"] > 0
+    # and once with the bare loop's own math, so the loop's cost is told from the delay's
+    plain = r["sections"]["train_cli_plain_tiny"]
+    assert (plain["variant"], cli["variant"]) == ("plain", "2bw")
+    assert plain["steady_tokens_per_s"] > 0 and plain["ratio_vs_bare_loop"] > 0
 
 
 @pytest.mark.multiprocess

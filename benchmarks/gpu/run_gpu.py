@@ -17,8 +17,11 @@ Sections (each one isolated: a failure is recorded in the JSON and the run goes 
    bf16 autocast, ``torch.compile`` of the model *and the loss*); model flops per token
    6N + 12·L·d·T (attention scores), MFU against both the H200's dense bf16 spec
    (989 TFLOP/s) and the measured matmul peak.
-6. ``train_cli``: ``asyncpp-train``'s loop in process (2BW simulated, Muon + EF, compile) on the
-   first model's shape, and its steady tokens/s ÷ the bare loop's (target ≥ 0.95).
+6. ``train_cli``: ``asyncpp-train``'s loop in process on the first model's shape, and its steady
+   tokens/s ÷ the bare loop's, twice: ``train_cli_plain`` the same math as the bare loop (no
+   pipeline, no correction, no clipping: the loop's own cost, target ≥ 0.95) and
+   ``train_cli`` 2BW simulated with Muon + EF and global clipping (what the delay's exact
+   simulation adds: two half-batch passes, two weight versions, the EF step, the norm).
 """
 
 from __future__ import annotations
@@ -210,9 +213,19 @@ def bench_train(dev, a, model_name: str, peak: float | None) -> dict:
     return out
 
 
-def bench_train_cli(dev, a, model_name: str, bare: dict | None) -> dict:
-    """``asyncpp-train``'s own loop in this process — PipeDream-2BW simulated (P = 2, m = 2),
-    Muon + EF, bf16, compile, global clipping, metrics every 10 steps — on the shape of
+# asyncpp-train options of the two loops measured against the bare one
+CLI_VARIANTS = {
+    "2bw": {"delay": {"correction": "ef"},
+            "pipeline": {"schedule": "2bw", "stages": 2, "microbatches": 2, "simulate": True}},
+    "plain": {"delay": {"correction": "none"}, "pipeline": {"schedule": "none"},
+              "train": {"grad_clip": 0.0}},
+}
+
+
+def bench_train_cli(dev, a, model_name: str, bare: dict | None, variant: str = "2bw") -> dict:
+    """``asyncpp-train``'s own loop in this process — ``variant`` "2bw": PipeDream-2BW
+    simulated (P = 2, m = 2), Muon + EF, global clipping; "plain": no pipeline, correction or
+    clipping, the bare loop's math — bf16, compile, metrics every 10 steps, on the shape of
     ``bench_train``'s bare loop (random tokens from a shard file, so no tokenizer is trained),
     and the ratio of its ``steady_tokens_per_s`` to the bare loop's tokens/s."""
     import tempfile
@@ -230,6 +243,7 @@ def bench_train_cli(dev, a, model_name: str, bare: dict | None) -> dict:
         rng = np.random.default_rng(0)
         tokens = rng.integers(0, mc.vocab_size, size=(steps + 4) * B * (T + 1) + 1)
         (Path(tmp) / "train.bin").write_bytes(tokens.astype(np.uint32).tobytes())
+        extra = CLI_VARIANTS[variant]
         cfg = from_dict({
             "run": {"name": "train_cli", "dir": str(Path(tmp) / "run"), "device": str(dev),
                     "precision": "bf16" if dev.type == "cuda" else "fp32",
@@ -237,20 +251,54 @@ def bench_train_cli(dev, a, model_name: str, bare: dict | None) -> dict:
             "model": {"name": model_name},
             "data": {"source": "shards", "path": str(Path(tmp) / "train.bin"),
                      "shard_dtype": "uint32", "seq_len": T, "val_fraction": 0.0},
-            "train": {"steps": steps, "batch_size": B, "eval_every": 0, "log_every": 10},
+            "train": {"steps": steps, "batch_size": B, "eval_every": 0, "log_every": 10,
+                      **extra.get("train", {})},
             "optimizer": {"name": "muon", "lr": 0.02, "adamw_lr": 0.006},
-            "delay": {"correction": "ef"},
-            "pipeline": {"schedule": "2bw", "stages": 2, "microbatches": 2, "simulate": True},
+            "delay": extra["delay"], "pipeline": extra["pipeline"],
             "log": {"progress": False, "tensorboard": "off", "plot": False}})
         validate(cfg)
         res = train(cfg)
-        out = {"model": model_name, "steps": steps, "batch": B, "seq_len": T,
+        out = {"model": model_name, "variant": variant, "steps": steps, "batch": B,
+               "seq_len": T,
                "compile": bool(a.compile), "steady_tokens_per_s": res.steady_tokens_per_s,
                "tokens_per_s_wall": res.tokens_per_s, "first_step_s": res.first_step_s,
                "mfu": res.mfu}
     if bare and bare.get("tokens_per_s") and res.steady_tokens_per_s:
         out["ratio_vs_bare_loop"] = res.steady_tokens_per_s / bare["tokens_per_s"]
     return out
+
+
+def render(r: dict, name: str) -> str:
+    """The README block of one GPU run's JSON (``name``: its file, for the reader)."""
+    m, sec = r["machine"], r["sections"]
+    lines = [f"`results/{name}`: {m['device']}, {m['date']}, torch {m['torch']}.", ""]
+    if "matmul" in sec:
+        lines.append(f"- bf16 matmul peak {sec['matmul']['tflops']:.1f} TFLOP/s (n = "
+                     f"{sec['matmul']['n']}); Newton–Schulz over SmolLM-135M's matrices "
+                     f"{sec.get('newton_schulz', {}).get('fraction_of_matmul_peak', 0):.3f} "
+                     "of it.")
+    if "muon" in sec:
+        mu = sec["muon"]
+        lines.append(f"- `asyncpp.optim.Muon` {mu['speedup']:.2f}× faster than "
+                     f"`torch.optim.Muon` on {mu['matrices']} matrices (target "
+                     f"{mu['target']:g}×: {'met' if mu['met'] else 'not met'}).")
+    if "backend" in sec:
+        lines.append(f"- backend {sec['backend']['backend']} (expected "
+                     f"{sec['backend']['expected']}).")
+    for k, v in sec.items():
+        if k.startswith("train_") and not k.startswith("train_cli"):
+            lines.append(f"- {v['model']}: {v['tokens_per_s']:,.0f} tokens/s, MFU "
+                         f"{v['mfu_vs_h200_spec']:.1%} of the 989 TFLOP/s spec, first step "
+                         f"{v['first_step_s']:.1f} s, peak {v.get('peak_memory_gib', 0):.1f} GiB.")
+        elif k.startswith("train_cli"):
+            what = ("the same math (no pipeline, correction or clipping)"
+                    if v.get("variant") == "plain" else "2BW simulated, Muon + EF, clipping")
+            lines.append(f"- `asyncpp-train`'s loop, {what}: {v['steady_tokens_per_s']:,.0f} "
+                         f"steady tokens/s = **{v.get('ratio_vs_bare_loop', 0):.2f}** of the "
+                         "bare loop (target 0.95).")
+    if r.get("errors"):
+        lines.append(f"- sections that failed: {', '.join(sorted(r['errors']))}.")
+    return "\n".join(lines) + "\n"
 
 
 def main(argv=None) -> dict:
@@ -261,7 +309,17 @@ def main(argv=None) -> dict:
     ap.add_argument("--device", default=None)
     ap.add_argument("--out", default=None, help="JSON path (default benchmarks/results/)")
     ap.add_argument("--models", nargs="+", default=None)
+    ap.add_argument("--render", metavar="JSON", default=None,
+                    help="write benchmarks/README.md's block of a recorded run and exit")
     args = ap.parse_args(argv)
+    if args.render:
+        sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+        from bench_common import write_readme_block
+        path = Path(args.render)
+        text = render(json.loads(path.read_text()), path.name)
+        print(text)
+        write_readme_block("gpu", text)
+        return {"rendered": str(path), "errors": {}}
     dev = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     if args.dry_run:
         a = argparse.Namespace(matmul_n=128, warmup=0, iters=1, layers=1, div=8, batch=2,
@@ -303,12 +361,13 @@ def main(argv=None) -> dict:
             torch.cuda.empty_cache()
             torch.cuda.reset_peak_memory_stats(dev)
     for m in a.models[:1]:  # the trainer against the bare loop on the same shape
-        section(f"train_cli_{m}",
-                lambda m=m: bench_train_cli(dev, a, m, res["sections"].get(f"train_{m}")))
-        gc.collect()
-        if dev.type == "cuda":
-            torch.cuda.empty_cache()
-            torch.cuda.reset_peak_memory_stats(dev)
+        for variant, name in (("plain", f"train_cli_plain_{m}"), ("2bw", f"train_cli_{m}")):
+            section(name, lambda m=m, v=variant: bench_train_cli(
+                dev, a, m, res["sections"].get(f"train_{m}"), v))
+            gc.collect()
+            if dev.type == "cuda":
+                torch.cuda.empty_cache()
+                torch.cuda.reset_peak_memory_stats(dev)
     res["total_s"] = time.perf_counter() - t_start
     out = Path(args.out) if args.out else (
         Path(__file__).resolve().parent.parent / "results"
