@@ -4,9 +4,22 @@ For every tier that has ``experiments/<tier>/results/*.json`` this module forms,
 the paper (``/work/shared/PAPER.md``, the numbered claims of ``experiments/README.md``), the
 paired comparison over seeds that tests it (:func:`stats.paired`: mean difference
 :math:`\bar d`, its 95 % t-interval :math:`\bar d \pm t_{0.975,n-1} s_d/\sqrt n`) and a verdict
-by the project's rule: "reproduced" or "not reproduced" only when the interval excludes zero
-(for a claimed *share*, when the interval of the per-seed shares lies wholly inside or wholly
-outside the paper's range); otherwise "within noise".
+by the project's rule: "reproduced" or "not reproduced" only when the interval excludes zero;
+otherwise "within noise".
+
+A claimed *share* of the gap is EF's share as the study statistics define it, the ratio of the
+mean paired gaps over the n seeds common to the synchronous, 2BW and EF cells
+(:math:`S_k, A_k, E_k`):
+
+.. math::
+    \rho = \frac{\bar N}{\bar D}, \qquad N_k = A_k - E_k, \quad D_k = A_k - S_k,
+
+with Fieller's 95 % interval (``protocol.fieller_share``, which reads
+``asyncpp.study.stats.fieller_share``): the :math:`\rho` with
+:math:`(\bar N - \rho \bar D)^2 \le t^2_{0.975,n-1} (v_{NN} - 2\rho v_{ND} + \rho^2 v_{DD})`.
+It is "reproduced" when that interval lies wholly inside the paper's range, "not reproduced"
+when wholly outside it, "within noise" when it overlaps an end; the interval is unbounded
+exactly when the gap :math:`\bar D` itself is not established, and then no share is stated.
 
 Each verdict carries its **regime**, read from the results' own configuration: parameters
 (``final.params``, embeddings included, as ``asyncpp-train`` counts them), training tokens
@@ -30,7 +43,7 @@ from types import SimpleNamespace
 
 from asyncpp.data import load_data
 
-from . import stats
+from . import protocol, stats
 from .paths import EXPERIMENTS
 from .plotting import pyplot
 
@@ -197,27 +210,27 @@ def _ef(opt: str, label: str):
 
 
 def _share_size(opt: str, label: str, lo: float, hi: float):
-    """The share (async − EF)/(async − sync) per seed against the paper's range; no share is
-    stated when the gap async − sync itself is within noise (a ratio of noise)."""
+    """EF's share :math:`\rho = \bar N/\bar D` (2BW − EF over 2BW − sync, the ratio of the
+    mean paired gaps) with Fieller's 95 % interval, against the paper's range [lo, hi]; no
+    share is stated while the interval is unbounded (the gap 2BW − sync not established)."""
     def test(R, tier):
         s, a, e = (vals(R, f"{opt}-{m}") for m in ("sync", "async", "ef"))
-        _, per = stats.share(s, a, e)
-        if len(per) < 2:
+        sh = protocol.fieller_share(s, a, e)
+        if sh.n < 2:
             return None
-        gap = stats.paired({k: a[k] for k in per}, {k: s[k] for k in per})
-        if not gap.excludes_zero:
+        seeds = set(s) & set(a) & set(e)
+        if sh.share is None or sh.lo is None:
+            gap = stats.paired({k: a[k] for k in seeds}, {k: s[k] for k in seeds})
             ev = (f"{label}'s gap itself is within noise ({gap.fmt()}): no share of it is "
                   f"stated (n = {gap.n}; the paper's {100 * lo:.0f}–{100 * hi:.0f} %)")
             return Verdict(f"{opt}-share", tier, "within noise", ev,
                            cell="no share of a gap within noise")
-        m = stats.summary(list(per.values()))
-        half = stats.t_quantile(m.n) * m.sd / math.sqrt(m.n)
-        a_, b_ = m.mean - half, m.mean + half
+        a_, b_ = sh.lo / 100, sh.hi / 100
         word = ("reproduced" if lo <= a_ and b_ <= hi else
                 "not reproduced" if b_ < lo or a_ > hi else "within noise")
-        short = f"{100 * m.mean:.0f} % ± {100 * m.sd:.0f} [{100 * a_:.0f}, {100 * b_:.0f}]"
-        ev = (f"{label} EF share {short} (n = {m.n}) against the paper's "
-              f"{100 * lo:.0f}–{100 * hi:.0f} %")
+        short = sh.text()
+        ev = (f"{label} EF share (2BW − EF)/(2BW − sync) on the mean gaps {short} (Fieller's "
+              f"95 % interval, n = {sh.n}) against the paper's {100 * lo:.0f}–{100 * hi:.0f} %")
         return Verdict(f"{opt}-share", tier, word, ev, cell=short.replace("-", "−"))
     return test
 
@@ -340,8 +353,9 @@ def summary_md(root: Path = HERE) -> str:
     paper's regime, then, under its own heading line, a table of the tiers outside it (for
     contrast: their answers do not transfer), a column per tier headed by its size and
     tokens/parameter, so that each table fits the page. A cell gives the verdict and the
-    paired difference with its 95 % interval (nats of validation loss; for a share, the mean
-    of the per-seed shares with its interval, or none when the gap itself is within noise).
+    paired difference with its 95 % interval (nats of validation loss; for a share, EF's share
+    of the mean gaps (2BW − EF)/(2BW − sync) with Fieller's 95 % interval, or none when that
+    interval is unbounded: the gap itself within noise).
     A tier none of whose claims has its cells yet gets no column (its regime line says how
     many runs it has finished). Then each tier's full regime (parameters, tokens/parameter,
     epochs, steps) and whether it is the paper's."""
@@ -392,8 +406,8 @@ LABEL = {"muon": "Muon", "adamw": "AdamW"}
 def paper_table_md(tier: str, root: Path = HERE) -> str:
     """Muon and AdamW on ``tier`` beside the paper's 360M numbers, one column per optimizer
     (so it fits the page): the three final losses (mean ± sd over n seeds), the gap async − sync
-    and the share of it EF recovers (none when the gap's interval holds zero), each with the
-    paper's value."""
+    and the share of it EF recovers (the ratio of the mean gaps with Fieller's 95 % interval;
+    none when that interval is unbounded, the gap within noise), each with the paper's value."""
     R = load(tier, root)
     cols, n = [], set()
     for o in PAPER_360M:
@@ -402,20 +416,20 @@ def paper_table_md(tier: str, root: Path = HERE) -> str:
             continue
         n |= {len(s), len(a), len(e)}
         gap = stats.paired(a, s)
-        share, _ = stats.share(s, a, e)
+        share = protocol.fieller_share(s, a, e)
         ps, pa, pe = PAPER_360M[o]
         cols.append((o, [stats.summary(s).fmt(), stats.summary(a).fmt(), stats.summary(e).fmt(),
                          f"{gap.mean:+.3f}" if gap.lo is None else
                          f"{gap.mean:+.3f} {gap.interval(3)}", f"{pa - ps:+.3f}",
-                         "—" if share is None else
-                         "none: the gap is within noise" if not gap.excludes_zero else
-                         f"{100 * share:.0f} %",
+                         "—" if share.share is None and share.n < 2 else
+                         "none: the gap is within noise" if share.lo is None else
+                         share.text(),
                          f"{100 * (pa - pe) / (pa - ps):.0f} %"]))
     if not cols:
         return f"No Muon or AdamW results in `{tier}` yet."
     rows = ["final loss, synchronous", "final loss, one-step delay (2BW)", "final loss, 2BW + EF",
             "gap async − sync [95 % interval]", "gap, the paper (360M)",
-            "share of the gap EF recovers", "share, the paper (360M)"]
+            "share of the gap EF recovers [95 % interval]", "share, the paper (360M)"]
     seeds = "/".join(str(k) for k in sorted(n))
     out = [f"The `{tier}` tier, {seeds} seeds per cell:", "",
            "| | " + " | ".join(LABEL[o] for o, _ in cols) + " |",
