@@ -1,0 +1,101 @@
+"""The book quotes the numbers of ``experiments/numbers.json``, the record ``python
+experiments/report.py --fill-readme`` writes, and never computes a marked number again.
+
+These read the real README sections the book shows and a record written to a temporary file:
+a changed recorded value changes the page, a key the record lacks stops the page with an error
+naming it, and every marker the book can show is in the committed record.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from asyncpp.study.ladder import numbers_record
+from asyncpp.study.ladder.report_markers import NUMBER_RE
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "experiments" / "README.md"
+BOOK = ROOT / "book"
+
+
+@pytest.fixture(scope="module")
+def ab():
+    """``book/asyncpp_book.py``, the helpers the book's pages call."""
+    spec = importlib.util.spec_from_file_location("asyncpp_book", BOOK / "asyncpp_book.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _record():
+    return json.loads(numbers_record.NUMBERS_JSON.read_text(encoding="utf-8"))
+
+
+def _ladder_verdicts(ab) -> str:
+    text = ab.readme_section(README, "Verdicts: the compute-optimal ladder")
+    assert text and NUMBER_RE.search(text), "the ladder's verdicts should quote marked numbers"
+    return text
+
+
+def test_the_book_quotes_the_recorded_value(ab, tmp_path, monkeypatch):
+    """A record whose value for one key was changed changes what the book shows, and only
+    that: the book reads the record instead of computing the number."""
+    text = _ladder_verdicts(ab)
+    record = _record()
+    key = NUMBER_RE.search(text).group(1)
+    record["numbers"][key] = "SENTINEL-VALUE"
+    path = tmp_path / "numbers.json"
+    path.write_text(json.dumps(record), encoding="utf-8")
+    monkeypatch.setattr(numbers_record, "NUMBERS_JSON", path)
+    shown = ab.recorded_numbers(text)
+    assert "SENTINEL-VALUE" in shown and "<!--n:" not in shown
+    monkeypatch.undo()
+    assert "SENTINEL-VALUE" not in ab.recorded_numbers(text)
+
+
+def test_a_key_the_record_lacks_stops_the_page_naming_it(ab, tmp_path, monkeypatch):
+    text = _ladder_verdicts(ab)
+    record = _record()
+    key = NUMBER_RE.search(text).group(1)
+    del record["numbers"][key]
+    path = tmp_path / "numbers.json"
+    path.write_text(json.dumps(record), encoding="utf-8")
+    monkeypatch.setattr(numbers_record, "NUMBERS_JSON", path)
+    with pytest.raises(numbers_record.NumberNotRecorded) as err:
+        ab.recorded_numbers(text)
+    msg = str(err.value)
+    assert key in msg and "python experiments/report.py --fill-readme" in msg
+    assert str(path) in msg
+    # no record at all: the same one message names the command
+    path.unlink()
+    with pytest.raises(numbers_record.NumberNotRecorded, match="--fill-readme"):
+        ab.recorded_numbers(text)
+
+
+def test_every_marker_the_book_can_show_is_in_the_record(ab):
+    """The book shows sections of experiments/README.md (and the front page's numbers) and
+    may mark numbers on its own pages: every such marker is a key of the committed record,
+    so filling the whole of each text from it succeeds and leaves no marker."""
+    recorded = _record()["numbers"]
+    pages = [README, ROOT / "README.md", *sorted(BOOK.glob("*.md"))]
+    missing = {p.name: sorted({k for k, _ in NUMBER_RE.findall(p.read_text(encoding="utf-8"))}
+                              - recorded.keys()) for p in pages}
+    assert not any(missing.values()), ("markers missing from experiments/numbers.json (run "
+                                       f"`python experiments/report.py --fill-readme`): {missing}")
+    filled = ab.recorded_numbers(README.read_text(encoding="utf-8"))
+    assert "<!--n:" not in filled and len(recorded) > 100
+
+
+def test_no_book_page_computes_a_marked_number():
+    """The book's pages and helpers fill markers only through the record: no call of
+    ``fill_numbers`` or ``number(`` (which compute from the result files) remains."""
+    calls = re.compile(r"\bfill_numbers\(|\breport\.number\(|\bstale_numbers\(")
+    found = [f"{p.name}:{i}" for p in [*BOOK.glob("*.md"), *BOOK.glob("*.py")]
+             for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+             if calls.search(line)]
+    assert not found, f"book pages computing marked numbers: {found}"
