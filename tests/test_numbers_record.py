@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from asyncpp.study.ladder import numbers_record
+from asyncpp.study.ladder import claims, numbers_record, report_markers
 from asyncpp.study.ladder.report_markers import NUMBER_RE
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -78,13 +78,16 @@ def test_a_key_the_record_lacks_stops_the_page_naming_it(ab, tmp_path, monkeypat
 
 
 def test_every_marker_the_book_can_show_is_in_the_record(ab):
-    """The book shows sections of experiments/README.md (and the front page's numbers) and
-    may mark numbers on its own pages: every such marker is a key of the committed record,
-    so filling the whole of each text from it succeeds and leaves no marker."""
+    """The book shows sections of experiments/README.md (and the front page's numbers), the
+    intro's claims summary, and may mark numbers on its own pages: every such marker is a key
+    of the committed record, so filling the whole of each text from it succeeds and leaves no
+    marker."""
     recorded = _record()["numbers"]
-    pages = [README, ROOT / "README.md", *sorted(BOOK.glob("*.md"))]
-    missing = {p.name: sorted({k for k, _ in NUMBER_RE.findall(p.read_text(encoding="utf-8"))}
-                              - recorded.keys()) for p in pages}
+    texts = {p.name: p.read_text(encoding="utf-8")
+             for p in [README, ROOT / "README.md", *sorted(BOOK.glob("*.md"))]}
+    texts["claims summary"] = claims.summary_md(marked=True)
+    missing = {name: sorted({k for k, _ in NUMBER_RE.findall(t)} - recorded.keys())
+               for name, t in texts.items()}
     assert not any(missing.values()), ("markers missing from experiments/numbers.json (run "
                                        f"`python experiments/report.py --fill-readme`): {missing}")
     filled = ab.recorded_numbers(README.read_text(encoding="utf-8"))
@@ -99,3 +102,27 @@ def test_no_book_page_computes_a_marked_number():
              for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
              if calls.search(line)]
     assert not found, f"book pages computing marked numbers: {found}"
+
+
+def test_the_intro_claims_summary_is_the_recorded_one(ab, tmp_path, monkeypatch):
+    """The intro's verdict cells are markers the record fills: from the committed (current)
+    record the marked summary reads exactly as the one computed from the results; a changed
+    recorded cell changes the page."""
+    marked = claims.summary_md(marked=True)
+    key = claims.claim_key("opt-180k", "adamw-share")
+    assert f"<!--n:{key}-->" in marked
+    assert ab.recorded_numbers(marked) == claims.summary_md(), (
+        "the record is stale: run `python experiments/report.py --fill-readme`")
+    record = _record()
+    record["numbers"][key] = "**SENTINEL**"
+    path = tmp_path / "numbers.json"
+    path.write_text(json.dumps(record), encoding="utf-8")
+    monkeypatch.setattr(numbers_record, "NUMBERS_JSON", path)
+    assert "**SENTINEL**" in ab.recorded_numbers(marked)
+
+
+def test_claim_marker_names_an_unknown_claim():
+    assert report_markers.number("opt-180k/claim/adamw-share") == report_markers.minus(
+        claims.cell_of(claims.verdicts("opt-180k"), "adamw-share"))
+    with pytest.raises(KeyError, match="no claim 'nonsense'"):
+        report_markers.number("opt-180k/claim/nonsense")

@@ -328,8 +328,22 @@ def _short(v: Verdict) -> str:
     return f"**{v.word}**: {p.mean:+.3f} {p.interval(3)}".replace("-", "−")
 
 
-def _verdict_table(names: list[str], results: dict) -> list[str]:
-    """One MyST table: a row per claim, a column per tier of ``names``."""
+def cell_of(results_of_tier: tuple[Regime | None, list[Verdict]], claim: str) -> str:
+    """A summary table's cell: the verdict of ``claim`` with its difference or share and
+    interval, "not run" when the tier cannot test it."""
+    v = next((v for v in results_of_tier[1] if v.claim == claim), None)
+    return "not run" if v is None else _short(v)
+
+
+def claim_key(tier: str, claim: str) -> str:
+    """The marker key of a summary cell in ``experiments/numbers.json`` (``report_markers``'
+    kind ``claim``)."""
+    return f"{tier}/claim/{claim}"
+
+
+def _verdict_table(names: list[str], results: dict, marked: bool = False) -> list[str]:
+    """One MyST table: a row per claim, a column per tier of ``names`` (each cell a marker
+    ``<!--n:TIER/claim/KEY-->…<!--/n-->`` when ``marked``)."""
     def head(t):
         reg = results[t][0]
         return f"`{t}`: {reg.params / 1e6:.2g}M, {reg.tokens_per_param:.2g} tokens/param"
@@ -339,8 +353,8 @@ def _verdict_table(names: list[str], results: dict) -> list[str]:
     for c in CLAIMS:
         cells = []
         for t in names:
-            v = next((v for v in results[t][1] if v.claim == c.key), None)
-            cells.append("not run" if v is None else _short(v))
+            value = cell_of(results[t], c.key)
+            cells.append(f"<!--n:{claim_key(t, c.key)}-->{value}<!--/n-->" if marked else value)
         table.append(f"| {c.number}. {c.statement} ({c.shown_in}) | " + " | ".join(cells)
                      + " |")
     table.append("| 7. The gap does not grow with scale (10B MoE, 200B tokens) | "
@@ -348,7 +362,7 @@ def _verdict_table(names: list[str], results: dict) -> list[str]:
     return table
 
 
-def summary_md(root: Path = HERE) -> str:
+def summary_md(root: Path = HERE, marked: bool = False) -> str:
     """The verdict of every claim on every tier as MyST: first a table of the tiers in the
     paper's regime, then, under its own heading line, a table of the tiers outside it (for
     contrast: their answers do not transfer), a column per tier headed by its size and
@@ -358,7 +372,10 @@ def summary_md(root: Path = HERE) -> str:
     interval is unbounded: the gap itself within noise).
     A tier none of whose claims has its cells yet gets no column (its regime line says how
     many runs it has finished). Then each tier's full regime (parameters, tokens/parameter,
-    epochs, steps) and whether it is the paper's."""
+    epochs, steps) and whether it is the paper's.
+
+    ``marked``: each verdict cell is a marker (``claim_key``), so that the page can quote the
+    values ``experiments/numbers.json`` records instead of these."""
     names = tiers(root)
     if not names:
         return "No result files exist yet in `experiments/<tier>/results/`."
@@ -370,13 +387,13 @@ def summary_md(root: Path = HERE) -> str:
     parts = []
     if inside:
         parts += ["**In the paper's regime** (" + PAPER_REGIME + "):", "",
-                  *_verdict_table(inside, results), ""]
+                  *_verdict_table(inside, results, marked), ""]
     else:
         parts += ["No tier in the paper's regime (" + PAPER_REGIME + ") has run a claim yet.",
                   ""]
     if outside:
         parts += ["**Outside the paper's regime**, for contrast (these answers need not "
-                  "transfer):", "", *_verdict_table(outside, results), ""]
+                  "transfer):", "", *_verdict_table(outside, results, marked), ""]
     lines = []
     for t in names:
         reg = results[t][0]
@@ -481,5 +498,6 @@ def figure(path: Path, root: Path = HERE) -> Path | None:
     return path
 
 
-__all__ = ["CLAIMS", "PAPER_360M", "Claim", "Regime", "Verdict", "figure", "load",
+__all__ = ["CLAIMS", "PAPER_360M", "Claim", "Regime", "Verdict", "cell_of", "claim_key",
+           "figure", "load",
            "paper_table_md", "regime", "summary_md", "t2_drift", "tiers", "vals", "verdicts"]

@@ -41,7 +41,7 @@ import json
 import os
 from pathlib import Path
 
-from . import tables
+from . import claims, tables
 from .numbers_record import (  # noqa: F401
     NUMBERS_JSON,
     NumberNotRecorded,
@@ -272,9 +272,11 @@ def main(argv=None) -> int:
         i = front_text.index(GLANCE_HEAD)  # the front page's "Results at a glance"
         j = front_text.index("\n\n", i)
         front_text = front_text[:i] + glance_table() + front_text[j:]
-        # the record holds every number the project's pages quote: the READMEs' and any the
-        # book's own pages mark (the book fills them from this record, never recomputing)
-        values = numbers_of(text, front_text, *book_pages().values())
+        # the record holds every number the project's pages quote: the READMEs', the book
+        # intro's claims summary and any the book's own pages mark (the book fills them from
+        # this record, never recomputing)
+        values = numbers_of(text, front_text, claims.summary_md(marked=True),
+                            *book_pages().values())
         tmp = NUMBERS_JSON.with_name(NUMBERS_JSON.name + ".tmp")
         tmp.write_text(json.dumps({"generated_by": "python experiments/report.py --fill-readme",
                                    "numbers": values}, indent=1, ensure_ascii=False) + "\n",
