@@ -56,8 +56,9 @@ def test_every_marked_number_is_current(report):
 def test_both_readmes_quote_exactly_the_record_the_report_wrote(report):
     """``experiments/numbers.json`` (written by ``--fill-readme``) holds every number the two
     READMEs mark, each the value typed there — the pages are filled from it — and the keys the
-    book's own pages and its intro's claims summary mark (filled from the record when the book
-    is built), and nothing else; that the values are current is the stale checks' business."""
+    book's own pages and its intro's claims summary and table beside the paper mark (filled
+    from the record when the book is built), and nothing else; that the values are current is
+    the stale checks' business."""
     import json
 
     record = json.loads((ROOT / "experiments" / "numbers.json").read_text(encoding="utf-8"))
@@ -67,6 +68,7 @@ def test_both_readmes_quote_exactly_the_record_the_report_wrote(report):
         for key, value in report.NUMBER_RE.findall(page.read_text(encoding="utf-8")):
             assert typed.setdefault(key, value) == value, f"{key} typed two ways"
     book = {key for text in [claims.summary_md(marked=True),
+                             *(claims.paper_table_md(t, marked=True) for t in claims.tiers()),
                              *(p.read_text(encoding="utf-8")
                                for p in sorted((ROOT / "book").glob("*.md")))]
             for key, _ in report.NUMBER_RE.findall(text)}

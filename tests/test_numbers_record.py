@@ -86,6 +86,8 @@ def test_every_marker_the_book_can_show_is_in_the_record(ab):
     texts = {p.name: p.read_text(encoding="utf-8")
              for p in [README, ROOT / "README.md", *sorted(BOOK.glob("*.md"))]}
     texts["claims summary"] = claims.summary_md(marked=True)
+    for t in claims.tiers():
+        texts[f"{t} beside the paper"] = claims.paper_table_md(t, marked=True)
     missing = {name: sorted({k for k, _ in NUMBER_RE.findall(t)} - recorded.keys())
                for name, t in texts.items()}
     assert not any(missing.values()), ("markers missing from experiments/numbers.json (run "
@@ -121,8 +123,21 @@ def test_the_intro_claims_summary_is_the_recorded_one(ab, tmp_path, monkeypatch)
     assert "**SENTINEL**" in ab.recorded_numbers(marked)
 
 
+def test_the_intro_table_beside_the_paper_is_the_recorded_one(ab):
+    """The intro's table of Muon and AdamW beside the paper's 360M numbers, filled from the
+    record, reads as the one computed from the results (with the typographic minus), on every
+    tier the intro may show."""
+    for t in claims.tiers():
+        marked = claims.paper_table_md(t, marked=True)
+        if "<!--n:" in marked:
+            assert ab.recorded_numbers(marked) == claims.paper_table_md(t), t
+    assert "70 % [38, 82]" in ab.recorded_numbers(claims.paper_table_md("opt-180k", marked=True))
+
+
 def test_claim_marker_names_an_unknown_claim():
     assert report_markers.number("opt-180k/claim/adamw-share") == report_markers.minus(
         claims.cell_of(claims.verdicts("opt-180k"), "adamw-share"))
     with pytest.raises(KeyError, match="no claim 'nonsense'"):
         report_markers.number("opt-180k/claim/nonsense")
+    with pytest.raises(KeyError, match="no soap column"):
+        report_markers.number("opt-180k/papertab/soap/0")

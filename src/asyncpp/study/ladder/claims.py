@@ -420,11 +420,14 @@ PAPER_360M = {"muon": (2.578, 2.590, 2.583), "adamw": (2.612, 2.890, 2.640)}
 LABEL = {"muon": "Muon", "adamw": "AdamW"}
 
 
-def paper_table_md(tier: str, root: Path = HERE) -> str:
-    """Muon and AdamW on ``tier`` beside the paper's 360M numbers, one column per optimizer
-    (so it fits the page): the three final losses (mean ± sd over n seeds), the gap async − sync
-    and the share of it EF recovers (the ratio of the mean gaps with Fieller's 95 % interval;
-    none when that interval is unbounded, the gap within noise), each with the paper's value."""
+PAPER_ROWS = ("final loss, synchronous", "final loss, one-step delay (2BW)",
+              "final loss, 2BW + EF", "gap async − sync [95 % interval]", "gap, the paper (360M)",
+              "share of the gap EF recovers [95 % interval]", "share, the paper (360M)")
+
+
+def paper_columns(tier: str, root: Path = HERE) -> tuple[list[tuple[str, list[str]]], set[int]]:
+    """The columns of :func:`paper_table_md`, ``[(optimizer, a cell per PAPER_ROWS)]``, and
+    the seed counts of their cells."""
     R = load(tier, root)
     cols, n = [], set()
     for o in PAPER_360M:
@@ -435,25 +438,40 @@ def paper_table_md(tier: str, root: Path = HERE) -> str:
         gap = stats.paired(a, s)
         share = protocol.fieller_share(s, a, e)
         ps, pa, pe = PAPER_360M[o]
-        cols.append((o, [stats.summary(s).fmt(), stats.summary(a).fmt(), stats.summary(e).fmt(),
-                         f"{gap.mean:+.3f}" if gap.lo is None else
-                         f"{gap.mean:+.3f} {gap.interval(3)}", f"{pa - ps:+.3f}",
-                         "—" if share.share is None and share.n < 2 else
-                         "none: the gap is within noise" if share.lo is None else
-                         share.text(),
-                         f"{100 * (pa - pe) / (pa - ps):.0f} %"]))
+        cells = [stats.summary(s).fmt(), stats.summary(a).fmt(), stats.summary(e).fmt(),
+                 f"{gap.mean:+.3f}" if gap.lo is None else f"{gap.mean:+.3f} {gap.interval(3)}",
+                 f"{pa - ps:+.3f}",
+                 "—" if share.share is None and share.n < 2 else
+                 "none: the gap is within noise" if share.lo is None else share.text(),
+                 f"{100 * (pa - pe) / (pa - ps):.0f} %"]
+        cols.append((o, [c.replace("+-", "-").replace("-", "−") for c in cells]))
+    return cols, n
+
+
+def paper_cell_key(tier: str, optimizer: str, row: int) -> str:
+    """The marker key of one cell of :func:`paper_table_md` (``report_markers``' kind
+    ``papertab``: row ``row`` of PAPER_ROWS, the optimizer's column)."""
+    return f"{tier}/papertab/{optimizer}/{row}"
+
+
+def paper_table_md(tier: str, root: Path = HERE, marked: bool = False) -> str:
+    """Muon and AdamW on ``tier`` beside the paper's 360M numbers, one column per optimizer
+    (so it fits the page): the three final losses (mean ± sd over n seeds), the gap async − sync
+    and the share of it EF recovers (the ratio of the mean gaps with Fieller's 95 % interval;
+    none when that interval is unbounded, the gap within noise), each with the paper's value.
+    ``marked``: each cell is a marker (``paper_cell_key``) for ``experiments/numbers.json``."""
+    cols, n = paper_columns(tier, root)
     if not cols:
         return f"No Muon or AdamW results in `{tier}` yet."
-    rows = ["final loss, synchronous", "final loss, one-step delay (2BW)", "final loss, 2BW + EF",
-            "gap async − sync [95 % interval]", "gap, the paper (360M)",
-            "share of the gap EF recovers [95 % interval]", "share, the paper (360M)"]
     seeds = "/".join(str(k) for k in sorted(n))
     out = [f"The `{tier}` tier, {seeds} seeds per cell:", "",
            "| | " + " | ".join(LABEL[o] for o, _ in cols) + " |",
            "| :-- | " + " | ".join("--:" for _ in cols) + " |"]
-    for i, r in enumerate(rows):
-        out.append(f"| {r} | " + " | ".join(c[i] for _, c in cols) + " |")
-    return "\n".join(out).replace("-0.", "−0.").replace("+-", "−")
+    for i, r in enumerate(PAPER_ROWS):
+        cells = [f"<!--n:{paper_cell_key(tier, o, i)}-->{c[i]}<!--/n-->" if marked else c[i]
+                 for o, c in cols]
+        out.append(f"| {r} | " + " | ".join(cells) + " |")
+    return "\n".join(out)
 
 
 def figure(path: Path, root: Path = HERE) -> Path | None:
@@ -498,6 +516,6 @@ def figure(path: Path, root: Path = HERE) -> Path | None:
     return path
 
 
-__all__ = ["CLAIMS", "PAPER_360M", "Claim", "Regime", "Verdict", "cell_of", "claim_key",
-           "figure", "load",
+__all__ = ["CLAIMS", "PAPER_360M", "PAPER_ROWS", "Claim", "Regime", "Verdict", "cell_of",
+           "claim_key", "figure", "load", "paper_cell_key", "paper_columns",
            "paper_table_md", "regime", "summary_md", "t2_drift", "tiers", "vals", "verdicts"]

@@ -273,9 +273,10 @@ def main(argv=None) -> int:
         j = front_text.index("\n\n", i)
         front_text = front_text[:i] + glance_table() + front_text[j:]
         # the record holds every number the project's pages quote: the READMEs', the book
-        # intro's claims summary and any the book's own pages mark (the book fills them from
-        # this record, never recomputing)
+        # intro's claims summary and table beside the paper, and any the book's own pages
+        # mark (the book fills them from this record, never recomputing)
         values = numbers_of(text, front_text, claims.summary_md(marked=True),
+                            *(claims.paper_table_md(t, marked=True) for t in claims.tiers()),
                             *book_pages().values())
         tmp = NUMBERS_JSON.with_name(NUMBERS_JSON.name + ".tmp")
         tmp.write_text(json.dumps({"generated_by": "python experiments/report.py --fill-readme",

@@ -181,6 +181,8 @@ def number(key: str) -> str:
     - ``claim/C`` — the book intro's summary cell of the paper's claim C on the tier
       (``claims.cell_of``: the verdict with its difference or EF's share and interval, "not
       run" where the tier cannot test it);
+    - ``papertab/O/I`` — row I of the book intro's table of Muon and AdamW beside the paper
+      (``claims.paper_columns``), optimizer O's column;
     - ``paper/gap/O``, ``paper/rec/O`` — the paper's 360M gap and EF share (``PAPER_360M``);
       ``paper/gaprank/O`` where that gap ranks among the paper's ("smallest", …, "largest").
     """
@@ -256,6 +258,15 @@ def _claim(k: Key) -> str:
     if not any(c.key == k.args[0] for c in claims.CLAIMS):
         raise KeyError(f"no claim {k.args[0]!r} (claims.CLAIMS)")
     return claims.cell_of(_CLAIMS_CACHE[k.tier], k.args[0])
+
+
+def _papertab(k: Key) -> str:
+    """One cell of the intro's table beside the paper's 360M numbers."""
+    opt, row = k.args
+    cols = dict(claims.paper_columns(k.tier)[0])
+    if opt not in cols:
+        raise KeyError(f"{k.tier} has no {opt} column beside the paper's numbers")
+    return cols[opt][int(row)]
 
 
 def _primary(k: Key) -> str:
@@ -518,7 +529,7 @@ KINDS: dict[str, Callable[[Key], str]] = {
     **dict.fromkeys(("pred", "predwhy", "pred3", "predwhy3"), _pred),
     "prednew": _prednew, "prednewwhy": _prednew, "predtier": _predtier, "fieller": _fieller,
     "margin": _margin, "primary": _primary, "primaryvd": _primary, "recshare": _recshare,
-    "claim": _claim,
+    "claim": _claim, "papertab": _papertab,
     **dict.fromkeys(("efc", "efcv"), lambda k: ef_control_report.marker(k.kind, k.args)),
 }
 
