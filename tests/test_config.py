@@ -99,6 +99,8 @@ BAD = [
      "set --model.tie_embeddings false"),
     ({"pipeline": {"schedule": "pipedream", "stages": 2, "microbatches": 2},
       "model": {"tie_embeddings": False}, "delay": {"sync_start": 1}}, "not pipedream"),
+    ({"pipeline": {"schedule": "zb-v", "stages": 2, "microbatches": 2}},
+     "'zb-v' runs the first and last stage as two stages of one device, so the tied"),
     ({"pipeline": {"schedule": "2bw"}, "delay": {"correction": "taylor",
                                                  "formulation": "update"}}, "taylor"),
     ({"train": {"batch_size": 6}, "pipeline": {"microbatches": 4}}, "not divisible"),

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import subprocess
 import sys
 import time
@@ -267,3 +268,139 @@ def test_the_deadline_stops_a_running_run_without_a_result_or_a_failure(tmp_path
     assert any(m.startswith("deadline reached") for m in said)
     assert not runs[0].result.exists()
     assert time.time() - t0 < 200
+
+
+def _fake_selection(s, cell: str, loss_of) -> int:
+    """Write every selection run of ``cell`` not yet on disk; returns how many were new."""
+    new = 0
+    for r in runner.selection_runs(s):
+        if r.cell == cell and not r.result.is_file():
+            _fake_result(s, r, loss_of(r.lr, r.seed))
+            new += 1
+    return new
+
+
+def test_each_cell_has_its_own_grid_and_an_edge_widens_it_once(tmp_path):
+    s = _study(tmp_path, extra="selection = [7, 8]\n[lr]\ngrid = [0.01, 0.02]\nextend = 1\n"
+               "[lr.cells]\nb = [0.1, 0.2, 0.4]\n")
+    assert runner.cell_grid(s, "a") == (0.01, 0.02) and runner.cell_grid(s, "b") == (0.1, 0.2,
+                                                                                    0.4)
+
+    # a's loss falls to the largest lr: one point beyond it (×2), then lr* is chosen there
+    def falling(lr, seed):
+        return 3.0 - lr + 0.001 * seed
+    assert _fake_selection(s, "a", falling) == 4
+    assert runner.cell_grid(s, "a") == (0.01, 0.02, 0.04)
+    assert "a" not in runner.chosen_lrs(s)  # the new point is not run yet
+    assert _fake_selection(s, "a", falling) == 2
+    assert runner.cell_grid(s, "a") == (0.01, 0.02, 0.04)  # extend = 1: no second widening
+    ch = runner.chosen_lrs(s)["a"]
+    assert ch["lr"] == 0.04 and ch["grid"] == [0.01, 0.02, 0.04] and "edge" in ch["note"]
+
+    # b's best lr is interior: no widening, chosen at once, no note
+    def bowl(lr, seed):
+        return (math.log2(lr / 0.2)) ** 2 + 0.01 * seed
+    assert _fake_selection(s, "b", bowl) == 6
+    assert runner.cell_grid(s, "b") == (0.1, 0.2, 0.4)
+    assert runner.chosen_lrs(s)["b"]["lr"] == 0.2 and runner.chosen_lrs(s)["b"]["note"] == ""
+    claims, waiting = runner.claims_runs(s)
+    assert waiting == [] and {(r.cell, r.lr) for r in claims} == {("a", 0.04), ("b", 0.2)}
+
+
+def test_the_low_edge_widens_downwards_at_the_grid_ratio(tmp_path):
+    s = _study(tmp_path, extra="selection = [7, 8]\n[lr]\ngrid = [0.01, 0.03, 0.09]\n"
+               "extend = 2\n")
+    def rising(lr, seed):
+        return 3.0 + lr
+    _fake_selection(s, "a", rising)
+    assert runner.cell_grid(s, "a") == (0.00333333, 0.01, 0.03, 0.09)
+    _fake_selection(s, "a", rising)
+    assert runner.cell_grid(s, "a")[0] == pytest.approx(0.01 / 9, rel=1e-5)
+    _fake_selection(s, "a", rising)
+    assert len(runner.cell_grid(s, "a")) == 5 and runner.chosen_lrs(s)["a"]["lr"] == min(
+        runner.cell_grid(s, "a"))
+
+
+def test_one_sided_endpoints_take_the_one_sided_p_and_their_own_direction(tmp_path):
+    cells = "[cells.c]\n\"optimizer.name\" = \"muon\"\n"
+    eps = "".join(f"""
+[[endpoints]]
+name = "{n}"
+test = "difference"
+a = "a"
+b = "c"
+alternative = "{alt}"
+""" for n, alt in (("two", "two-sided"), ("gt", "greater"), ("lt", "less")))
+    s = _study(tmp_path, extra=eps, cells=cells)
+    s = dataclasses.replace(s, claims_seeds=(0, 1, 2, 3))
+    vals = {"a": [3.0, 3.1, 3.3, 3.2], "b": [3.0] * 4, "c": [2.9, 2.95, 3.1, 3.05]}
+    for r in runner.claims_runs(s)[0]:
+        _fake_result(s, r, vals[r.cell][r.seed])
+    rows = {r["name"]: r for r in report.judge(s, report.cell_values(s))}
+    two, gt, lt = rows["two"], rows["gt"], rows["lt"]
+    assert gt["p"] == pytest.approx(two["p"] / 2) and lt["p"] == pytest.approx(1 - two["p"] / 2)
+    assert gt["verdict"] == "a > c" and lt["verdict"] == "not established"
+    # the one-sided test prints the 90 % interval: its lower end is the one-sided 95 % bound
+    assert gt["interval_level"] == pytest.approx(0.9) and gt["lo"] > two["lo"]
+    assert gt["estimate"] == two["estimate"]
+
+
+def test_a_tied_option_moves_with_the_cells_lr(tmp_path):
+    s = _study(tmp_path, extra="selection = [7, 8]\n[lr]\ngrid = [0.04, 0.08]\n"
+               "[lr.tied.a]\n\"optimizer.adamw_lr\" = 0.15\n")
+    sel = {(r.cell, r.lr, r.seed): r for r in runner.selection_runs(s)}
+    a = dict(sel[("a", 0.08, 7)].options)
+    assert a["optimizer.lr"] == 0.08 and a["optimizer.adamw_lr"] == 0.012  # not 0.0120…02
+    assert "optimizer.adamw_lr" not in dict(sel[("b", 0.08, 7)].options)
+    assert sel[("a", 0.08, 7)].key != sel[("b", 0.08, 7)].key
+    cmd = runner.command(s, sel[("a", 0.04, 8)], resume=False)
+    assert cmd[cmd.index("--optimizer.adamw_lr") + 1] == "0.006"
+
+
+def test_a_matched_cell_runs_at_the_lr_chosen_for_another(tmp_path):
+    s = _study(tmp_path, extra="selection = [7, 8]\n[lr]\ngrid = [0.01, 0.02, 0.04]\n"
+               "[lr.same]\nm = \"a\"\n", cells="[cells.m]\n\"optimizer.name\" = \"muon\"\n")
+    assert {r.cell for r in runner.selection_runs(s)} == {"a", "b"}  # m has none of its own
+    assert runner.claims_runs(s)[1] == ["a", "b", "m"]
+    _fake_selection(s, "a", lambda lr, seed: abs(lr - 0.02) + seed)
+    lrs = runner.chosen_lrs(s)
+    assert lrs["m"]["lr"] == lrs["a"]["lr"] == 0.02 and "matched" in lrs["m"]["note"]
+    claims, waiting = runner.claims_runs(s)
+    assert waiting == ["b"] and {(r.cell, r.lr) for r in claims} == {("a", 0.02), ("m", 0.02)}
+
+
+def test_a_per_seed_slope_reads_protocol_v2s_p5_from_the_token_ladder(tmp_path):
+    """P5 of protocol v2 (AdamW's 2BW gap over log2 tokens per parameter, a slope per seed, a
+    one-sided one-sample t) as a study endpoint over the committed opt-180k token ladder: the
+    same estimate and p as the ladder's own reading (asyncpp.study.ladder.primary)."""
+    from asyncpp.study.ladder import primary, report_common
+    res = ROOT / "experiments" / "opt-180k" / "results"
+    ks = (5, 10, 20, 40, 80)
+    names = {f"{m}{k}": f"adamw-{m}" + ("" if k == 20 else f"-tpp{k}")
+             for k in ks for m in ("async", "sync")}
+    cells = "".join(f"[cells.{c}]\n\"train.steps\" = {i + 10}\n" for i, c in enumerate(names))
+    pairs = ", ".join(f'["async{k}", "sync{k}"]' for k in ks)
+    eps = (f'[[endpoints]]\nname = "P5"\ntest = "slope"\npairs = [{pairs}]\nper_seed = true\n'
+           'alternative = "less"\n[[endpoints]]\nname = "pooled"\ntest = "slope"\n'
+           f'pairs = [{pairs}]\n')
+    p = tmp_path / "s.toml"
+    p.write_text(f'[study]\nname = "a"\nbase = "{ROOT / "configs" / "tiny.toml"}"\n'
+                 f'out = "out"\n{cells}[seeds]\nclaims = [0, 1, 2, 3, 4]\n{eps}')
+    s = spec.load(p)
+    for r in runner.claims_runs(s)[0]:
+        f = res / f"{names[r.cell]}-seed{r.seed}.json"
+        if f.is_file():
+            fin = json.loads(f.read_text())["final"]
+            runner.write_json(r.result, {"key": r.key, "cell": r.cell, "seed": r.seed,
+                                         "value": fin["val_loss"], "tokens": fin["tokens"],
+                                         "params": fin["params"], "tokens_per_param": 1.0})
+    rows = {r["name"]: r for r in report.judge(s, report.cell_values(s))}
+    (p5,) = [q for q in primary.family(report_common.load_results(res)) if q.id == "P5"]
+    assert rows["P5"]["n"] == p5.n == 2
+    # the study's x is log2 of the tokens trained, the ladder's log2 of the nominal k: steps are
+    # rounded to whole steps, so the slopes agree to 1e-4, not bit for bit
+    assert rows["P5"]["estimate"] == pytest.approx(p5.estimate, abs=1e-4)
+    assert rows["P5"]["p"] == pytest.approx(p5.p, abs=1e-4)
+    assert rows["P5"]["verdict"] == "not established"  # p = 0.051 on 2 seeds
+    # pooling the 13 gaps as if independent makes the same data look decisive
+    assert rows["pooled"]["n"] == 13 and rows["pooled"]["verdict"] == "shrinks"

@@ -83,6 +83,29 @@ BAD = [
     (GOOD.replace("[study]", "[study]\nlaunch = 1"), "study.launch", "unknown key"),
     (GOOD.replace("claims = [0, 1, 2]", "claims = [0, 0]"), "seeds.claims", "twice"),
     ("[study\n", "", "TOML"),
+    (GOOD + "\n[lr.cells]\nef = [0.1, 0.2, 0.4]\n", "lr.cells.ef", "names no declared cell"),
+    (GOOD.replace("grid = [0.001, 0.003, 0.01]", "cells = { sync = [0.1, 0.2, 0.4] }"),
+     "lr.cells.2bw", "has no lr grid"),
+    (GOOD.replace("grid = [0.001, 0.003, 0.01]", "grid = [0.001, 0.001, 0.01]"), "lr.grid",
+     "twice"),
+    (GOOD.replace('rule = "fit"', 'rule = "fit"\nextend = -1'), "lr.extend", "0 to 8"),
+    (GOOD + '\n[lr.tied.sync]\n"optimizer.adamw_lr" = 0\n', "lr.tied.sync.optimizer.adamw_lr",
+     "factor > 0"),
+    (GOOD + '\n[lr.tied.2bw]\n"pipeline.stages" = 2\n', "lr.tied.2bw.pipeline.stages",
+     "set by the cell"),
+    (GOOD + '\n[lr.same]\n2bw = "ef"\n', "lr.same.2bw", "declared cells"),
+    (GOOD.replace("selection = [10, 11]", "selection = [10, 11]\ncells = { ef = [0] }"),
+     "seeds.cells.ef", "names no declared cell"),
+    (GOOD.replace("selection = [10, 11]", "selection = [10, 11]\ncells = { sync = [0, 10] }"),
+     "seeds.selection", "shares seeds [10]"),
+    (GOOD.replace("primary = true", "primary = true\nper_seed = true"),
+     "endpoints[0].per_seed", "slope endpoints"),
+    (GOOD + '\n[lr.same]\n2bw = "sync"\nsync = "2bw"\n', "lr.same.2bw", "of its own"),
+    (GOOD.replace("primary = true", 'primary = true\nalternative = "greater"'),
+     "endpoints[0].alternative", "equivalence endpoint takes 'two-sided'"),
+    (GOOD.replace('test = "equivalence"', 'test = "difference"').replace(
+        "primary = true", 'primary = true\nalternative = "above"'),
+     "endpoints[0].alternative", "'greater'"),
 ]
 
 
@@ -169,3 +192,9 @@ def test_the_how_to_shows_the_tiny_study_as_it_is(tmp_path):
     assert shown["cells"] and shown["endpoints"]
     assert _subset(shown, real)
     assert not _subset({"overrides": {"train.steps": 5}}, real)
+
+
+def test_a_cell_can_have_its_own_claims_seeds(tmp_path):
+    text = GOOD.replace("selection = [10, 11]", "selection = [10, 11]\ncells = { 2bw = [0, 1] }")
+    s = spec.load(_write(tmp_path, text))
+    assert s.claims_of("2bw") == (0, 1) and s.claims_of("sync") == (0, 1, 2)

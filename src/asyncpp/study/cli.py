@@ -103,7 +103,7 @@ def _plan_lines(study: Study) -> list[str]:
     for r in sel + claims:
         lines.append(f"{'done' if runner.done(r) else 'todo'}  {r.label()}  {r.key}")
     for c in waiting:
-        lines.append(f"wait  {c}: {len(study.claims_seeds)} claims run(s) after its lr is chosen")
+        lines.append(f"wait  {c}: {len(study.claims_of(c))} claims run(s) after its lr is chosen")
     keys = {r.key for r in sel + claims}
     lines.append(f"{len(sel)} selection + {len(claims)} claims run(s) "
                  f"({len(keys)} distinct), {sum(runner.done(r) for r in sel + claims)} on disk"
@@ -155,9 +155,13 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(str(p) for p in paths))
         return 0
     total = runner.Outcome()
-    for phase in ("selection", "claims"):
+    # selection runs again after each pass: a grid whose best lr is on its edge gains a point
+    phases, seen = ["selection"] * (study.lr_extend + 1) + ["claims"], set()
+    for phase in phases:
         runs = (runner.selection_runs(study) if phase == "selection"
                 else runner.claims_runs(study)[0])
+        runs = [r for r in runs if r.result not in seen]
+        seen.update(r.result for r in runs)
         if not runs:
             continue
         _say(f"{phase}: {len(runs)} run(s)")

@@ -5,7 +5,10 @@ endpoint's test, estimate, interval, p, Holm-adjusted p and verdict), so that pr
 study reads the JSON, never the code. Verdict rules, at α = 0.05 (``asyncpp.study.stats``):
 
 - ``difference`` (a − b, margin m ≥ 0): "a > b" / "a < b" when the p-value of
-  :math:`\\bar d = 0` is below α and the interval lies beyond ±m; else "not established";
+  :math:`\\bar d = 0` is below α and the interval lies beyond ±m; else "not established".
+  A one-sided endpoint (``alternative = "greater"`` or ``"less"``) takes the one-sided p and
+  prints the 1 − 2α interval, whose end on the tested side is the one-sided bound, and only
+  its own direction can be established;
 - ``equivalence`` (margin m): "equivalent within ±m" when TOST's p < α; else
   "not established";
 - ``share`` (s): "share ≥ s" when the interval of :math:`\\bar z` lies above 0; Fieller's
@@ -19,6 +22,7 @@ exploratory and judged on their own p.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 
@@ -27,11 +31,13 @@ from .figures import draw_cells
 from .spec import Endpoint, Study, StudyError
 from .stats import (
     ALPHA,
+    Interval,
     TooFewSeeds,
     fieller_share,
     gap_slope,
     holm,
     paired_t,
+    per_seed_slope,
     share_at_least,
     tost,
 )
@@ -59,26 +65,32 @@ def evaluate(ep: Endpoint, cells: dict[str, dict[int, dict]]) -> dict:
                  "prediction": ep.prediction, "margin": ep.margin}
     try:
         if ep.test == "difference":
-            iv = paired_t(v[ep.a], v[ep.b])
-            row.update(what=f"{ep.a} − {ep.b}", interval_level=1 - ALPHA)
+            iv = _sided(paired_t(v[ep.a], v[ep.b], alpha=_alpha(ep)), ep.alternative)
+            row.update(what=f"{ep.a} − {ep.b}", interval_level=1 - _alpha(ep),
+                       alternative=ep.alternative)
         elif ep.test == "equivalence":
             iv = tost(v[ep.a], v[ep.b], ep.margin)
             row.update(what=f"{ep.a} − {ep.b}", interval_level=1 - 2 * ALPHA)
         elif ep.test == "share":
-            iv = share_at_least(v[ep.none], v[ep.corr], v[ep.sync], ep.s)
+            iv = _sided(share_at_least(v[ep.none], v[ep.corr], v[ep.sync], ep.s,
+                                       alpha=_alpha(ep)), ep.alternative)
             sh = fieller_share(v[ep.none], v[ep.corr], v[ep.sync])
             row.update(what=f"({ep.none} − {ep.corr}) − {ep.s:g}·({ep.none} − {ep.sync})",
-                       interval_level=1 - ALPHA, s=ep.s,
+                       interval_level=1 - _alpha(ep), s=ep.s, alternative=ep.alternative,
                        share={"estimate": sh.estimate, "lo": sh.lo, "hi": sh.hi,
                               "interval": "Fieller", "level": 1 - ALPHA})
         else:
-            pts = []
+            pts: dict[int, list] = {}
             for a, b in ep.pairs:
                 for k in sorted(set(cells[a]) & set(cells[b])):
                     x = cells[a][k]["tokens" if ep.x == "tokens" else "params"]
-                    pts.append((math.log2(x), v[a][k] - v[b][k]))
-            iv = gap_slope(pts)
-            row.update(what=f"gap per doubling of {ep.x}", interval_level=1 - ALPHA)
+                    pts.setdefault(k, []).append((math.log2(x), v[a][k] - v[b][k]))
+            iv = _sided(per_seed_slope(pts, alpha=_alpha(ep)) if ep.per_seed else
+                        gap_slope([q for k in sorted(pts) for q in pts[k]], alpha=_alpha(ep)),
+                        ep.alternative)
+            row.update(what=f"gap per doubling of {ep.x}"
+                       + (", fitted per seed" if ep.per_seed else ""),
+                       interval_level=1 - _alpha(ep), alternative=ep.alternative)
     except TooFewSeeds as e:
         row.update(estimate=None, lo=None, hi=None, p=None, n=0, seeds=[],
                    verdict=f"too few seeds: {e}")
@@ -87,21 +99,39 @@ def evaluate(ep: Endpoint, cells: dict[str, dict[int, dict]]) -> dict:
     return row
 
 
+def _alpha(ep: Endpoint) -> float:
+    """The two-sided interval's α: 2α for a one-sided test, whose 1 − 2α interval has the
+    one-sided 1 − α bound at its end (the test's p < α exactly when that end excludes 0)."""
+    return ALPHA if ep.alternative == "two-sided" else 2 * ALPHA
+
+
+def _sided(iv: Interval, alternative: str) -> Interval:
+    """``iv`` with its two-sided p replaced by the one-sided p of ``alternative``: with
+    :math:`T` symmetric, :math:`p_> = p/2` when :math:`\bar d > 0` and :math:`1 - p/2`
+    otherwise (``less`` mirrored)."""
+    if alternative == "two-sided":
+        return iv
+    toward = iv.estimate > 0 if alternative == "greater" else iv.estimate < 0
+    return dataclasses.replace(iv, p=iv.p / 2 if toward else 1 - iv.p / 2)
+
+
 def _verdict(row: dict, ep: Endpoint, p: float) -> str:
     lo, hi, est = row["lo"], row["hi"], row["estimate"]
     sig = p < ALPHA
     if ep.test == "difference":
-        if sig and lo > ep.margin:
+        if sig and lo > ep.margin and ep.alternative != "less":
             return f"{ep.a} > {ep.b}"
-        if sig and hi < -ep.margin:
+        if sig and hi < -ep.margin and ep.alternative != "greater":
             return f"{ep.a} < {ep.b}"
         return "not established"
     if ep.test == "equivalence":
         return f"equivalent within ±{ep.margin:g}" if sig else "not established"
     if ep.test == "share":
         return f"share ≥ {ep.s:g}" if sig and est > 0 else "not established"
-    if sig:
-        return "shrinks" if est < 0 else "grows"
+    if sig and est < 0 and ep.alternative != "greater":
+        return "shrinks"
+    if sig and est > 0 and ep.alternative != "less":
+        return "grows"
     return "not established"
 
 
@@ -139,9 +169,10 @@ def tables(study: Study, cells: dict, lrs: dict, rows: list[dict],
     md = [f"# Study `{study.name}`", ""]
     if study.prediction:
         md += [f"Prediction: {study.prediction}", ""]
-    md += [f"Metric: `{study.metric}`, claims seeds {list(study.claims_seeds)}"
+    own = "".join(f"; {c}: seeds {list(k)}" for c, k in study.cell_seeds.items())
+    md += [f"Metric: `{study.metric}`, claims seeds {list(study.claims_seeds)}{own}"
            + (f", lr chosen on selection seeds {list(study.selection_seeds)} "
-              f"({study.lr_rule} rule)" if study.lr_grid else "") + ".", "",
+              f"({study.lr_rule} rule)" if study.tunes_lr else "") + ".", "",
            "## Cells", "", "| cell | n | mean | sd | lr | tokens/param |",
            "|---|---|---|---|---|---|"]
     for c in study.cells:
@@ -161,6 +192,8 @@ def tables(study: Study, cells: dict, lrs: dict, rows: list[dict],
            "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         test = r["test"] + (f" (±{r['margin']:g})" if r["test"] == "equivalence" else "")
+        if r.get("alternative", "two-sided") != "two-sided":
+            test += f", one-sided (H1: {'>' if r['alternative'] == 'greater' else '<'} 0)"
         lvl = r.get("interval_level")
         iv = (f"[{_f(r['lo'])}, {_f(r['hi'])}] ({lvl:.0%})" if r["lo"] is not None else "–")
         md.append(f"| {r['name']}: {r.get('what', '')} | {test} | {_f(r['estimate'])} | {iv} | "
@@ -190,7 +223,7 @@ def write_report(study: Study) -> list[Path]:
     if not any(cells.values()):
         raise StudyError(f"{study.path}: no results under {study.root / 'results'}; run "
                          f"`asyncpp-study run {study.path}` first")
-    lrs = runner.chosen_lrs(study) if study.lr_grid else {}
+    lrs = runner.chosen_lrs(study) if study.tunes_lr else {}
     rows = judge(study, cells)
     figs = draw_cells(study, {c: _metric(r) for c, r in cells.items()},
                       study.root / "figures")
@@ -199,6 +232,7 @@ def write_report(study: Study) -> list[Path]:
     doc = {"study": study.name, "file": str(study.path), "metric": study.metric,
            "prediction": study.prediction, "alpha": ALPHA,
            "claims_seeds": list(study.claims_seeds),
+           "cell_seeds": {c: list(k) for c, k in study.cell_seeds.items()},
            "selection_seeds": list(study.selection_seeds),
            "cells": {c: {"values": {str(k): v["value"] for k, v in recs.items()},
                          "lr": lrs.get(c, {}).get("lr")} for c, recs in cells.items()},

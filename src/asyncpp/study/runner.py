@@ -3,7 +3,8 @@
 Layout under the study's folder (``Study.root``):
 
 - ``results/<cell>/seed<k>.json`` — one result per (cell, claims seed);
-- ``selection/<cell>/lr<lr>-seed<k>.json`` — one per (cell, grid lr, selection seed);
+- ``selection/<cell>/lr<lr>-seed<k>.json`` — one per (cell, grid lr, selection seed), the grid
+  widened past an edge as ``[lr] extend`` allows (:func:`cell_grid`);
 - ``runs/<key>/`` — the ``asyncpp-train`` run directory; ``logs/<key>.log`` its output.
 
 A run's ``key`` is a sha256 over what determines it (the base config's bytes, every option,
@@ -36,7 +37,7 @@ from pathlib import Path
 
 from . import provenance
 from .curves import read_curves
-from .spec import Study
+from .spec import Study, lr_options
 from .stats import TooFewSeeds, select_lr
 
 
@@ -75,51 +76,103 @@ def _make(study: Study, cell: str, seed: int, role: str, lr: float | None,
           result: Path) -> Run:
     opts = {**study.overrides, **study.cells[cell]}
     if lr is not None:
-        opts["optimizer.lr"] = lr
+        opts.update(lr_options(study, cell, lr))
     return Run(cell, seed, role, lr, tuple(sorted(opts.items())),
                run_key(study, opts, seed), result)
 
 
+def _scores(study: Study, cell: str, grid) -> dict[float, dict[int, float]]:
+    """``{lr: {seed: metric}}`` of ``cell``'s selection results on disk over ``grid``."""
+    out: dict[float, dict[int, float]] = {}
+    for lr in grid:
+        for k in study.selection_seeds:
+            p = _selection_path(study, cell, lr, k)
+            if p.is_file():
+                out.setdefault(lr, {})[k] = read_result(p)["value"]
+    return out
+
+
+def _complete(study: Study, scores, grid) -> bool:
+    return all(len(scores.get(lr, {})) == len(study.selection_seeds) for lr in grid)
+
+
+def cell_grid(study: Study, cell: str) -> tuple[float, ...]:
+    r"""``cell``'s lr grid as the runs on disk have widened it (:mod:`.spec`, ``extend``): while
+    every point is run and the mean rule's best lr is the smallest (largest) point, one more
+    point beyond it at the ratio of the two points at that edge, at most ``lr_extend`` times:
+
+    .. math:: g_{\text{new}} = g_0^2 / g_1 \quad\text{or}\quad g_{n-1}^2 / g_{n-2}.
+    """
+    grid = list(study.grid_of(cell))
+    for _ in range(study.lr_extend):
+        scores = _scores(study, cell, grid)
+        if not _complete(study, scores, grid):
+            break
+        best = select_lr(scores, "mean").lr
+        if best == grid[0]:
+            grid.insert(0, float(f"{grid[0] ** 2 / grid[1]:.6g}"))
+        elif best == grid[-1]:
+            grid.append(float(f"{grid[-1] ** 2 / grid[-2]:.6g}"))
+        else:
+            break
+    return tuple(grid)
+
+
+def _selection_path(study: Study, cell: str, lr: float, seed: int) -> Path:
+    return study.root / "selection" / cell / f"lr{lr:g}-seed{seed}.json"
+
+
 def selection_runs(study: Study) -> list[Run]:
-    """Every (cell, grid lr, selection seed) run (none without an ``[lr]`` grid)."""
-    return [_make(study, c, k, "selection", lr,
-                  study.root / "selection" / c / f"lr{lr:g}-seed{k}.json")
-            for c in study.cells for lr in study.lr_grid for k in study.selection_seeds]
+    """Every (cell, grid lr, selection seed) run known so far (none without ``[lr]``): the
+    declared grids, widened as far as the runs on disk ask (:func:`cell_grid`)."""
+    return [_make(study, c, k, "selection", lr, _selection_path(study, c, lr, k))
+            for c in study.cells if c not in study.lr_same
+            for lr in (cell_grid(study, c) if study.tunes_lr else ())
+            for k in study.selection_seeds]
 
 
 def chosen_lrs(study: Study) -> dict[str, dict]:
-    """``{cell: LrChoice as dict}`` for every cell whose selection runs are all on disk
-    (empty for a study without an lr grid)."""
+    """``{cell: LrChoice as dict}`` for every cell whose selection is finished: every run of
+    its grid on disk and the grid widened as far as it will go (empty without ``[lr]``)."""
     out: dict[str, dict] = {}
-    if not study.lr_grid:
+    if not study.tunes_lr:
         return out
     for c in study.cells:
-        scores: dict[float, dict[int, float]] = {}
-        for r in selection_runs(study):
-            if r.cell == c and r.result.is_file():
-                scores.setdefault(r.lr, {})[r.seed] = read_result(r.result)["value"]
-        if len(scores) == len(study.lr_grid) and all(
-                len(v) == len(study.selection_seeds) for v in scores.values()):
-            try:
-                ch = select_lr(scores, study.lr_rule)
-            except TooFewSeeds:
-                continue
-            out[c] = {"lr": ch.lr, "rule": ch.rule, "seeds": list(ch.seeds),
-                      "means": {f"{k:g}": v for k, v in ch.means.items()}, "note": ch.note}
+        if c in study.lr_same:
+            continue
+        grid = cell_grid(study, c)
+        scores = _scores(study, c, grid)
+        if not _complete(study, scores, grid):
+            continue
+        # with every point on disk, a best lr on the edge means the extensions are spent
+        edge = select_lr(scores, "mean").lr in (grid[0], grid[-1])
+        try:
+            ch = select_lr(scores, study.lr_rule)
+        except TooFewSeeds:
+            continue
+        note = ch.note
+        if edge:
+            note = "; ".join(x for x in (note, f"best lr on the grid's edge after "
+                                         f"{study.lr_extend} extension(s)") if x)
+        out[c] = {"lr": ch.lr, "rule": ch.rule, "seeds": list(ch.seeds), "grid": list(grid),
+                  "means": {f"{k:g}": v for k, v in ch.means.items()}, "note": note}
+    for c, src in study.lr_same.items():  # matched learning rates: another cell's lr*
+        if src in out:
+            out[c] = {**out[src], "note": f"the lr chosen for {src} (matched)"}
     return out
 
 
 def claims_runs(study: Study, lrs: dict[str, dict] | None = None) -> tuple[list[Run], list[str]]:
     """Every (cell, claims seed) run whose lr is known, and the cells still waiting for one."""
-    lrs = chosen_lrs(study) if lrs is None and study.lr_grid else (lrs or {})
+    lrs = chosen_lrs(study) if lrs is None and study.tunes_lr else (lrs or {})
     runs, waiting = [], []
     for c in study.cells:
-        if study.lr_grid and c not in lrs:
+        if study.tunes_lr and c not in lrs:
             waiting.append(c)
             continue
-        lr = lrs[c]["lr"] if study.lr_grid else None
+        lr = lrs[c]["lr"] if study.tunes_lr else None
         runs += [_make(study, c, k, "claims", lr, study.root / "results" / c / f"seed{k}.json")
-                 for k in study.claims_seeds]
+                 for k in study.claims_of(c)]
     return runs, waiting
 
 
@@ -324,6 +377,6 @@ def execute(study: Study, runs: list[Run], lanes: int = 1, deadline: float | Non
     return out
 
 
-__all__ = ["Outcome", "Run", "chosen_lrs", "claims_runs", "command", "done", "execute",
+__all__ = ["Outcome", "Run", "cell_grid", "chosen_lrs", "claims_runs", "command", "done", "execute",
            "read_result", "result_of", "run_key", "selection_runs", "write_json",
            "write_text"]

@@ -24,6 +24,13 @@ is claimed, read and checked before anything runs.
     [lr]                          # optional: choose optimizer.lr per cell on the selection seeds
     grid = [0.001, 0.003, 0.01]
     rule = "mean"                 # or "fit" (parabola in log lr)
+    extend = 1                    # widen a grid whose best lr is on its edge, at most once
+    [lr.cells]                    # optional: a cell's own grid (e.g. Muon's and AdamW's differ)
+    sync = [0.01, 0.02, 0.04]
+    [lr.tied.sync]                # optional: options that move with a cell's lr (factor × lr)
+    "optimizer.adamw_lr" = 0.15
+    [lr.same]                     # optional: a cell run at another cell's chosen lr (matched
+    "2bw-at-sync-lr" = "sync"     # learning rates); it has no selection runs of its own
 
     [[endpoints]]
     name = "delay"
@@ -36,6 +43,19 @@ is claimed, read and checked before anything runs.
 
 ``share`` endpoints name ``none``, ``corr``, ``sync`` and ``s``; ``slope`` endpoints name
 ``pairs = [[a, b], ...]`` (one (a, b) gap per length) and ``x = "tokens"`` or ``"params"``.
+``difference``, ``share`` and ``slope`` endpoints take ``alternative = "two-sided"`` (the
+default), ``"greater"`` (H1: a − b > 0, the share above s, the slope above 0) or ``"less"``
+(not for a share): a one-sided test, declared before the runs. A ``slope`` endpoint with
+``per_seed = true`` fits the slope per seed and tests the seeds' slopes (one-sample t);
+otherwise every (length, seed) gap is pooled in one fit.
+
+``[seeds] cells`` gives a cell its own claims seeds (``{ "2bw-long" = [0, 1, 2, 3] }``): a
+costly cell can run fewer; comparisons use the seeds both sides have.
+
+A cell's lr grid is ``[lr.cells]``'s list for it, else ``[lr] grid``; every cell needs one.
+With ``extend = N`` a grid whose best lr (the mean rule, on the selection seeds) is its
+smallest or largest point gets one more point beyond that edge, at the grid's ratio there
+(e.g. ×2), up to N times: lr* is chosen once the best lr is interior or the N points are run.
 
 Every error is one line naming the file and the key (:class:`StudyError`; the CLI exits 2).
 """
@@ -78,6 +98,8 @@ class Endpoint:
     margin: float = 0.0
     primary: bool = False
     prediction: str = ""
+    alternative: str = "two-sided"
+    per_seed: bool = False
 
     def cells(self) -> tuple[str, ...]:
         if self.test in ("difference", "equivalence"):
@@ -107,6 +129,24 @@ class Study:
     nproc: int = 1
     prediction: str = ""
     out: Path | None = None
+    lr_cells: dict[str, tuple[float, ...]] = dataclasses.field(default_factory=dict)
+    lr_extend: int = 0
+    lr_tied: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
+    lr_same: dict[str, str] = dataclasses.field(default_factory=dict)
+    cell_seeds: dict[str, tuple[int, ...]] = dataclasses.field(default_factory=dict)
+
+    def claims_of(self, cell: str) -> tuple[int, ...]:
+        """The claims seeds of ``cell``: its own ``[seeds] cells`` list, else ``claims``."""
+        return self.cell_seeds.get(cell, self.claims_seeds)
+
+    @property
+    def tunes_lr(self) -> bool:
+        """Whether an ``[lr]`` table chooses each cell's learning rate."""
+        return bool(self.lr_grid or self.lr_cells or self.lr_same)
+
+    def grid_of(self, cell: str) -> tuple[float, ...]:
+        """The declared lr grid of ``cell`` (before any extension past an edge)."""
+        return self.lr_cells.get(cell, self.lr_grid)
 
     @property
     def root(self) -> Path:
@@ -149,6 +189,17 @@ def _seeds(path: Path, key: str, v) -> tuple[int, ...]:
     return tuple(v)
 
 
+def _grid(path: Path, key: str, g, rule: str) -> tuple[float, ...]:
+    if not isinstance(g, list) or len(g) < 2 or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in g):
+        _fail(path, key, "must list at least 2 positive learning rates")
+    if len(set(g)) != len(g):
+        _fail(path, key, f"lists a learning rate twice: {g}")
+    if rule == "fit" and len(g) < 3:
+        _fail(path, key, "the 'fit' rule needs at least 3 learning rates")
+    return tuple(sorted(float(v) for v in g))
+
+
 def _endpoint(path: Path, i: int, d: dict, cells: dict) -> Endpoint:
     key = f"endpoints[{i}]"
     if not isinstance(d, dict):
@@ -184,10 +235,19 @@ def _endpoint(path: Path, i: int, d: dict, cells: dict) -> Endpoint:
               "inside which a difference counts as none)")
     if kw.get("margin", 0) < 0:
         _fail(path, f"{key}.margin", "must be ≥ 0")
+    alt = kw.get("alternative", "two-sided")
+    alts = {"difference": ("two-sided", "greater", "less"), "share": ("two-sided", "greater"),
+            "slope": ("two-sided", "greater", "less")}
+    if alt not in alts.get(test, ("two-sided",)):
+        _fail(path, f"{key}.alternative", f"a {test} endpoint takes "
+              f"{' or '.join(repr(a) for a in alts.get(test, ('two-sided',)))}, got {alt!r}")
     if kw.get("x", "tokens") not in ("tokens", "params"):
         _fail(path, f"{key}.x", f"must be 'tokens' or 'params', got {kw['x']!r}")
-    if not isinstance(kw.get("primary", False), bool):
-        _fail(path, f"{key}.primary", "must be true or false")
+    for k in ("primary", "per_seed"):
+        if not isinstance(kw.get(k, False), bool):
+            _fail(path, f"{key}.{k}", "must be true or false")
+    if kw.get("per_seed") and test != "slope":
+        _fail(path, f"{key}.per_seed", "is for slope endpoints (a slope fitted per seed)")
     ep = Endpoint(**kw)
     for c in ep.cells():
         if c not in cells:
@@ -254,31 +314,77 @@ def load(path: str | Path) -> Study:
     if not isinstance(seeds, dict) or "claims" not in seeds:
         _fail(path, "seeds", "needs [seeds] claims = [...]")
     for k in seeds:
-        if k not in ("claims", "selection"):
-            _fail(path, f"seeds.{k}", "unknown key; [seeds] takes claims and selection")
+        if k not in ("claims", "selection", "cells"):
+            _fail(path, f"seeds.{k}", "unknown key; [seeds] takes claims, selection and cells")
     claims = _seeds(path, "seeds.claims", seeds["claims"])
     if not claims:
         _fail(path, "seeds.claims", "needs at least one seed")
     selection = _seeds(path, "seeds.selection", seeds.get("selection", []))
+    cell_seeds = {}
+    per = seeds.get("cells", {})
+    if not isinstance(per, dict):
+        _fail(path, "seeds.cells", "must be a table: CELL = [seed, ...]")
+    for c, v in per.items():
+        if c not in cells:
+            _fail(path, f"seeds.cells.{c}", f"names no declared cell (cells: {', '.join(cells)})")
+        cell_seeds[c] = _seeds(path, f"seeds.cells.{c}", v)
+        if not cell_seeds[c]:
+            _fail(path, f"seeds.cells.{c}", "needs at least one seed")
     lr = doc.get("lr")
-    grid, rule = (), "mean"
+    grid, rule, lr_cells, extend, tied, lr_same = (), "mean", {}, 0, {}, {}
     if lr is not None:
         for k in lr:
-            if k not in ("grid", "rule"):
-                _fail(path, f"lr.{k}", "unknown key; [lr] takes grid and rule")
-        g = lr.get("grid")
-        if not isinstance(g, list) or len(g) < 2 or not all(
-                isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in g):
-            _fail(path, "lr.grid", "must list at least 2 positive learning rates")
-        grid = tuple(sorted(float(v) for v in g))
+            if k not in ("grid", "rule", "cells", "extend", "tied", "same"):
+                _fail(path, f"lr.{k}", "unknown key; [lr] takes grid, rule, extend, cells, "
+                      "tied and same")
         rule = lr.get("rule", "mean")
         if rule not in ("mean", "fit"):
             _fail(path, "lr.rule", f"must be 'mean' or 'fit', got {rule!r}")
-        if rule == "fit" and len(grid) < 3:
-            _fail(path, "lr.grid", "the 'fit' rule needs at least 3 learning rates")
+        if "grid" in lr:
+            grid = _grid(path, "lr.grid", lr["grid"], rule)
+        per = lr.get("cells", {})
+        if not isinstance(per, dict):
+            _fail(path, "lr.cells", "must be a table: cell = [lr, ...]")
+        for c, g in per.items():
+            if c not in cells:
+                _fail(path, f"lr.cells.{c}", f"names no declared cell (cells: {', '.join(cells)})")
+            lr_cells[c] = _grid(path, f"lr.cells.{c}", g, rule)
+        same = lr.get("same", {})
+        if not isinstance(same, dict):
+            _fail(path, "lr.same", "must be a table: CELL = \"cell whose lr it takes\"")
+        for c, src in same.items():
+            if c not in cells or src not in cells:
+                _fail(path, f"lr.same.{c}", f"both sides must be declared cells (cells: "
+                      f"{', '.join(cells)})")
+            if src in same or src == c:
+                _fail(path, f"lr.same.{c}", f"{src!r} takes its lr from a selection of its "
+                      "own, not from another cell")
+            if c in lr_cells:
+                _fail(path, f"lr.same.{c}", "a cell with its own grid chooses its own lr")
+            lr_same[c] = src
+        for c in cells:
+            if c not in lr_cells and c not in lr_same and not grid:
+                _fail(path, f"lr.cells.{c}", "this cell has no lr grid: give [lr] grid or "
+                      f"[lr.cells] {c} = [...]")
+        tied_doc = lr.get("tied", {})
+        if not isinstance(tied_doc, dict):
+            _fail(path, "lr.tied", "must be a table: [lr.tied.CELL] \"section.key\" = factor")
+        for c, t in tied_doc.items():
+            if c not in cells:
+                _fail(path, f"lr.tied.{c}", f"names no declared cell (cells: {', '.join(cells)})")
+            tied[c] = _flat(path, f"lr.tied.{c}", t)
+            for k, f in tied[c].items():
+                if k == "optimizer.lr" or k in cells[c]:
+                    _fail(path, f"lr.tied.{c}.{k}", "is set by the cell or is the lr itself; "
+                          "a tied option is set only here")
+                if isinstance(f, bool) or not isinstance(f, (int, float)) or not f > 0:
+                    _fail(path, f"lr.tied.{c}.{k}", f"must be a factor > 0, got {f!r}")
+        extend = lr.get("extend", 0)
+        if not isinstance(extend, int) or isinstance(extend, bool) or not 0 <= extend <= 8:
+            _fail(path, "lr.extend", f"must be an integer from 0 to 8, got {extend!r}")
         if len(selection) < 2:
             _fail(path, "seeds.selection", "an lr grid is chosen on at least 2 selection seeds")
-        both = set(selection) & set(claims)
+        both = set(selection) & set(claims).union(*cell_seeds.values())
         if both:
             _fail(path, "seeds.selection", f"shares seeds {sorted(both)} with seeds.claims; "
                   "the seeds that choose the lr cannot also test the claims")
@@ -298,15 +404,26 @@ def load(path: str | Path) -> Study:
     study = Study(path=path, name=name, kind=kind, base=base, overrides=overrides, cells=cells,
                  claims_seeds=claims, selection_seeds=selection, lr_grid=grid, lr_rule=rule,
                  endpoints=endpoints, metric=metric, launcher=launcher, nproc=nproc,
-                 prediction=str(st.get("prediction", "")), out=out)
+                 prediction=str(st.get("prediction", "")), out=out, lr_cells=lr_cells,
+                 lr_extend=extend, lr_tied=tied, lr_same=lr_same, cell_seeds=cell_seeds)
     for c in cells:  # every cell must be a config asyncpp-train accepts, before anything runs
-        lr = {"optimizer.lr": grid[0]} if grid else {}
+        lr = lr_options(study, c, study.grid_of(study.lr_same.get(c, c))[0]) \
+            if study.tunes_lr else {}
         try:
             cfg = from_dict(merge(base_config(study), nested({**overrides, **cells[c], **lr})))
             validate(cfg, world_size=nproc if launcher == "torchrun" and nproc > 1 else None)
         except ConfigError as e:
             _fail(path, f"cells.{c}", f"asyncpp-train rejects it: {e}")
     return study
+
+
+def lr_options(study: Study, cell: str, lr: float) -> dict:
+    """The options a run of ``cell`` at ``lr`` sets: ``optimizer.lr`` and each tied option at
+    its factor times ``lr`` (12 significant digits, so that 0.15 × 0.08 is written 0.012)."""
+    out: dict = {"optimizer.lr": lr}
+    for k, f in study.lr_tied.get(cell, {}).items():
+        out[k] = float(f"{f * lr:.12g}")
+    return out
 
 
 def base_config(study: Study) -> dict:
@@ -324,4 +441,4 @@ def nested(flat: dict) -> dict:
 
 
 __all__ = ["LAUNCHERS", "METRICS", "TESTS", "Endpoint", "Study", "StudyError", "base_config",
-           "load", "nested"]
+           "load", "lr_options", "nested"]

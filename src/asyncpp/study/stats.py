@@ -31,6 +31,8 @@ degrees of freedom; :math:`\alpha` is the test's level (0.05 unless stated).
 - :func:`gap_slope` — least squares :math:`g_i = \beta_0 + \beta_1 x_i` over every (length,
   seed) gap pooled (e.g. :math:`x = \log_2` tokens), :math:`\hat\beta_1 \pm
   t_{1-\alpha/2,\,n-2}\,\hat\sigma/\sqrt{\sum (x_i - \bar x)^2}`.
+- :func:`per_seed_slope` — the slope fitted per seed (:math:`b_k`, its own lengths), then the
+  one-sample t over seeds: :math:`\bar b \pm t_{1-\alpha/2,\,n-1}\,s_b/\sqrt n`.
 - :func:`select_lr` — the learning rate of a cell from its selection seeds only (≥ 2 of them,
   common to every grid point): the argmin of the mean over seeds, or the vertex of the least
   squares parabola of the mean in :math:`\log lr`.
@@ -266,6 +268,22 @@ def gap_slope(points: Sequence[tuple[float, float]], alpha: float = ALPHA) -> In
     return Interval(b1, float(b1 - q * se), float(b1 + q * se), p, n)
 
 
+def per_seed_slope(points: Mapping[int, Sequence[tuple[float, float]]],
+                   alpha: float = ALPHA) -> Interval:
+    """The slope of the gap against x fitted per seed, then a one-sample t over seeds.
+
+    For seed k, :math:`b_k` is the least-squares slope of its own points
+    :math:`(x, g_k(x))` (:func:`gap_slope`'s estimate; a seed needs 3 or more points); then
+    :math:`\\bar b \\pm t_{1-\\alpha/2,\\,n-1}\\, s_b/\\sqrt n` over the n seeds, and the
+    two-sided p of :math:`\\bar b = 0`. Pooling every point instead (:func:`gap_slope`) treats
+    the gaps of one seed as independent; this test counts seeds, the unit that varies."""
+    slopes = {k: gap_slope(p).estimate for k, p in sorted(points.items()) if len(p) >= 3}
+    if len(slopes) < 2:
+        raise TooFewSeeds(f"a per-seed slope needs at least 2 seeds with 3 or more lengths, "
+                          f"has {len(slopes)}")
+    return paired_t(slopes, dict.fromkeys(slopes, 0.0), alpha)
+
+
 @dataclasses.dataclass(frozen=True)
 class LrChoice:
     """The chosen learning rate, the rule that chose it and the mean loss at each grid lr."""
@@ -311,5 +329,6 @@ def select_lr(scores: Mapping[float, Mapping[int, float]], rule: str = "mean",
 
 
 __all__ = ["ALPHA", "Interval", "LrChoice", "TooFewSeeds", "at_most", "common",
-           "fieller_share", "gap_slope", "holm", "paired_t", "select_lr", "share_at_least",
+           "fieller_share", "gap_slope", "holm", "paired_t", "per_seed_slope", "select_lr",
+           "share_at_least",
            "tost", "welch_at_most", "welch_tost"]

@@ -578,9 +578,13 @@ def validate(cfg: Config, world_size: int | None = None) -> None:
                               "pipeline.schedule='2bw' (and trivially gpipe/1f1b), not "
                               f"{p.schedule}; set them to 0 or use --pipeline.schedule 2bw")
         if mc.tie_embeddings and not spec.tied_weights:
+            first = spec.stage_delay(p.stages, 0)
+            # two reasons a schedule refuses a tie: the two ends update at different delays
+            # (PipeDream), or it runs the two ends as two stages of one device (ZB-V's V)
+            why = (f"gives the first and last stage different delays ({first} and 0)"
+                   if first else "runs the first and last stage as two stages of one device")
             raise ConfigError(
-                f"pipeline.schedule={p.schedule!r} gives the first and last stage different delays "
-                f"({spec.stage_delay(p.stages, 0)} and 0), so the tied embedding/head of model "
+                f"pipeline.schedule={p.schedule!r} {why}, so the tied embedding/head of model "
                 f"{mc.name!r} cannot be updated consistently; set "
                 + ("tie_word_embeddings false in its config" if ext else
                    "--model.tie_embeddings false") + " or use --pipeline.schedule 2bw")
