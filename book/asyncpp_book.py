@@ -564,6 +564,16 @@ def load_report():
     return report
 
 
+def recorded_numbers(text: str) -> str:
+    """``text`` with every marked number (``<!--n:KEY-->…<!--/n-->``) as the record
+    ``experiments/numbers.json`` holds it — the record ``python experiments/report.py
+    --fill-readme`` writes and fills the READMEs from — never computed again here. A marker the
+    record lacks stops the build with an error naming the key."""
+    from asyncpp.study.ladder.numbers_record import fill_from_record
+
+    return fill_from_record(text)
+
+
 def load_claims():
     """The per-claim verdicts (``asyncpp.study.ladder.claims``)."""
     from asyncpp.study.ladder import claims

@@ -143,3 +143,46 @@ def test_summary_gives_the_papers_regime_its_own_table(tmp_path):
     line = next(ln for ln in md.splitlines() if ln.startswith("- `opt-40k`"))
     assert "none of the paper's claims has its cells yet (1 run finished)" in line
     assert "not the paper's regime" not in line
+
+
+def test_share_is_the_ratio_of_mean_gaps_with_fiellers_interval(tmp_path):
+    """EF's share is (2BW − EF)/(2BW − sync) on the mean paired gaps with Fieller's 95 %
+    interval — the study statistics' definition — not the mean of the per-seed shares. Seed 0's
+    gap is tiny (0.02) and its own share 1.5; the per-seed shares' interval is [28 %, 128 %]
+    (within noise against 50–70 %), while Fieller's interval of the ratio of means lies wholly
+    inside the paper's range."""
+    from asyncpp.study import stats as study_stats
+
+    gaps = [0.02, 0.50, 0.55, 0.60, 0.50]
+    recovered = [0.03, 0.30, 0.33, 0.36, 0.30]
+    sync = [3.0, 3.1, 2.9, 3.05, 3.0]
+    asyn = [s + g for s, g in zip(sync, gaps)]
+    ef = [a - r for a, r in zip(asyn, recovered)]
+    _table1(tmp_path, "t", sync, asyn, ef)
+    v = _verdict(tmp_path, "t", "muon-share")
+    f = study_stats.fieller_share(dict(enumerate(asyn)), dict(enumerate(ef)),
+                                  dict(enumerate(sync)))
+    assert f.estimate == pytest.approx(sum(recovered) / sum(gaps), rel=1e-9)
+    assert 0.50 < f.lo < f.hi < 0.70
+    assert v.word == "reproduced"
+    assert v.cell == f"{100 * f.estimate:.0f} % [{100 * f.lo:.0f}, {100 * f.hi:.0f}]"
+    assert "Fieller" in v.evidence and "n = 5" in v.evidence
+    table = claims.paper_table_md("t", tmp_path)
+    row = next(ln for ln in table.splitlines() if ln.startswith("| share of the gap EF"))
+    assert v.cell in row
+
+
+def test_share_outside_or_overlapping_the_papers_range(tmp_path):
+    """Fieller's interval wholly outside the paper's range: not reproduced; overlapping an
+    end: within noise (AdamW against 85–90 %, Muon against 50–70 %)."""
+    # AdamW: gaps ≈ 1, EF recovers ≈ 40 %: the interval lies wholly below 85 %
+    _table1(tmp_path, "t", [3.0, 3.1, 3.2, 3.0], [4.0, 4.2, 4.1, 3.9],
+            [3.6, 3.75, 3.75, 3.55], opt="adamw")
+    v = _verdict(tmp_path, "t", "adamw-share")
+    assert v.word == "not reproduced"
+    # Muon: a share near 70 % whose interval straddles the range's upper end
+    _table1(tmp_path, "t", [3.0, 3.0, 3.0, 3.0], [3.2, 3.3, 3.25, 3.22],
+            [3.06, 3.10, 3.07, 3.08])
+    v = _verdict(tmp_path, "t", "muon-share")
+    lo, hi = (float(x) for x in v.cell.split("[")[1].rstrip("]").split(","))
+    assert lo < 70 < hi and v.word == "within noise"

@@ -4,9 +4,22 @@ For every tier that has ``experiments/<tier>/results/*.json`` this module forms,
 the paper (``/work/shared/PAPER.md``, the numbered claims of ``experiments/README.md``), the
 paired comparison over seeds that tests it (:func:`stats.paired`: mean difference
 :math:`\bar d`, its 95 % t-interval :math:`\bar d \pm t_{0.975,n-1} s_d/\sqrt n`) and a verdict
-by the project's rule: "reproduced" or "not reproduced" only when the interval excludes zero
-(for a claimed *share*, when the interval of the per-seed shares lies wholly inside or wholly
-outside the paper's range); otherwise "within noise".
+by the project's rule: "reproduced" or "not reproduced" only when the interval excludes zero;
+otherwise "within noise".
+
+A claimed *share* of the gap is EF's share as the study statistics define it, the ratio of the
+mean paired gaps over the n seeds common to the synchronous, 2BW and EF cells
+(:math:`S_k, A_k, E_k`):
+
+.. math::
+    \rho = \frac{\bar N}{\bar D}, \qquad N_k = A_k - E_k, \quad D_k = A_k - S_k,
+
+with Fieller's 95 % interval (``protocol.fieller_share``, which reads
+``asyncpp.study.stats.fieller_share``): the :math:`\rho` with
+:math:`(\bar N - \rho \bar D)^2 \le t^2_{0.975,n-1} (v_{NN} - 2\rho v_{ND} + \rho^2 v_{DD})`.
+It is "reproduced" when that interval lies wholly inside the paper's range, "not reproduced"
+when wholly outside it, "within noise" when it overlaps an end; the interval is unbounded
+exactly when the gap :math:`\bar D` itself is not established, and then no share is stated.
 
 Each verdict carries its **regime**, read from the results' own configuration: parameters
 (``final.params``, embeddings included, as ``asyncpp-train`` counts them), training tokens
@@ -30,7 +43,7 @@ from types import SimpleNamespace
 
 from asyncpp.data import load_data
 
-from . import stats
+from . import protocol, stats
 from .paths import EXPERIMENTS
 from .plotting import pyplot
 
@@ -197,27 +210,27 @@ def _ef(opt: str, label: str):
 
 
 def _share_size(opt: str, label: str, lo: float, hi: float):
-    """The share (async − EF)/(async − sync) per seed against the paper's range; no share is
-    stated when the gap async − sync itself is within noise (a ratio of noise)."""
+    """EF's share :math:`\rho = \bar N/\bar D` (2BW − EF over 2BW − sync, the ratio of the
+    mean paired gaps) with Fieller's 95 % interval, against the paper's range [lo, hi]; no
+    share is stated while the interval is unbounded (the gap 2BW − sync not established)."""
     def test(R, tier):
         s, a, e = (vals(R, f"{opt}-{m}") for m in ("sync", "async", "ef"))
-        _, per = stats.share(s, a, e)
-        if len(per) < 2:
+        sh = protocol.fieller_share(s, a, e)
+        if sh.n < 2:
             return None
-        gap = stats.paired({k: a[k] for k in per}, {k: s[k] for k in per})
-        if not gap.excludes_zero:
+        seeds = set(s) & set(a) & set(e)
+        if sh.share is None or sh.lo is None:
+            gap = stats.paired({k: a[k] for k in seeds}, {k: s[k] for k in seeds})
             ev = (f"{label}'s gap itself is within noise ({gap.fmt()}): no share of it is "
                   f"stated (n = {gap.n}; the paper's {100 * lo:.0f}–{100 * hi:.0f} %)")
             return Verdict(f"{opt}-share", tier, "within noise", ev,
                            cell="no share of a gap within noise")
-        m = stats.summary(list(per.values()))
-        half = stats.t_quantile(m.n) * m.sd / math.sqrt(m.n)
-        a_, b_ = m.mean - half, m.mean + half
+        a_, b_ = sh.lo / 100, sh.hi / 100
         word = ("reproduced" if lo <= a_ and b_ <= hi else
                 "not reproduced" if b_ < lo or a_ > hi else "within noise")
-        short = f"{100 * m.mean:.0f} % ± {100 * m.sd:.0f} [{100 * a_:.0f}, {100 * b_:.0f}]"
-        ev = (f"{label} EF share {short} (n = {m.n}) against the paper's "
-              f"{100 * lo:.0f}–{100 * hi:.0f} %")
+        short = sh.text()
+        ev = (f"{label} EF share (2BW − EF)/(2BW − sync) on the mean gaps {short} (Fieller's "
+              f"95 % interval, n = {sh.n}) against the paper's {100 * lo:.0f}–{100 * hi:.0f} %")
         return Verdict(f"{opt}-share", tier, word, ev, cell=short.replace("-", "−"))
     return test
 
@@ -315,8 +328,22 @@ def _short(v: Verdict) -> str:
     return f"**{v.word}**: {p.mean:+.3f} {p.interval(3)}".replace("-", "−")
 
 
-def _verdict_table(names: list[str], results: dict) -> list[str]:
-    """One MyST table: a row per claim, a column per tier of ``names``."""
+def cell_of(results_of_tier: tuple[Regime | None, list[Verdict]], claim: str) -> str:
+    """A summary table's cell: the verdict of ``claim`` with its difference or share and
+    interval, "not run" when the tier cannot test it."""
+    v = next((v for v in results_of_tier[1] if v.claim == claim), None)
+    return "not run" if v is None else _short(v)
+
+
+def claim_key(tier: str, claim: str) -> str:
+    """The marker key of a summary cell in ``experiments/numbers.json`` (``report_markers``'
+    kind ``claim``)."""
+    return f"{tier}/claim/{claim}"
+
+
+def _verdict_table(names: list[str], results: dict, marked: bool = False) -> list[str]:
+    """One MyST table: a row per claim, a column per tier of ``names`` (each cell a marker
+    ``<!--n:TIER/claim/KEY-->…<!--/n-->`` when ``marked``)."""
     def head(t):
         reg = results[t][0]
         return f"`{t}`: {reg.params / 1e6:.2g}M, {reg.tokens_per_param:.2g} tokens/param"
@@ -326,8 +353,8 @@ def _verdict_table(names: list[str], results: dict) -> list[str]:
     for c in CLAIMS:
         cells = []
         for t in names:
-            v = next((v for v in results[t][1] if v.claim == c.key), None)
-            cells.append("not run" if v is None else _short(v))
+            value = cell_of(results[t], c.key)
+            cells.append(f"<!--n:{claim_key(t, c.key)}-->{value}<!--/n-->" if marked else value)
         table.append(f"| {c.number}. {c.statement} ({c.shown_in}) | " + " | ".join(cells)
                      + " |")
     table.append("| 7. The gap does not grow with scale (10B MoE, 200B tokens) | "
@@ -335,16 +362,20 @@ def _verdict_table(names: list[str], results: dict) -> list[str]:
     return table
 
 
-def summary_md(root: Path = HERE) -> str:
+def summary_md(root: Path = HERE, marked: bool = False) -> str:
     """The verdict of every claim on every tier as MyST: first a table of the tiers in the
     paper's regime, then, under its own heading line, a table of the tiers outside it (for
     contrast: their answers do not transfer), a column per tier headed by its size and
     tokens/parameter, so that each table fits the page. A cell gives the verdict and the
-    paired difference with its 95 % interval (nats of validation loss; for a share, the mean
-    of the per-seed shares with its interval, or none when the gap itself is within noise).
+    paired difference with its 95 % interval (nats of validation loss; for a share, EF's share
+    of the mean gaps (2BW − EF)/(2BW − sync) with Fieller's 95 % interval, or none when that
+    interval is unbounded: the gap itself within noise).
     A tier none of whose claims has its cells yet gets no column (its regime line says how
     many runs it has finished). Then each tier's full regime (parameters, tokens/parameter,
-    epochs, steps) and whether it is the paper's."""
+    epochs, steps) and whether it is the paper's.
+
+    ``marked``: each verdict cell is a marker (``claim_key``), so that the page can quote the
+    values ``experiments/numbers.json`` records instead of these."""
     names = tiers(root)
     if not names:
         return "No result files exist yet in `experiments/<tier>/results/`."
@@ -356,13 +387,13 @@ def summary_md(root: Path = HERE) -> str:
     parts = []
     if inside:
         parts += ["**In the paper's regime** (" + PAPER_REGIME + "):", "",
-                  *_verdict_table(inside, results), ""]
+                  *_verdict_table(inside, results, marked), ""]
     else:
         parts += ["No tier in the paper's regime (" + PAPER_REGIME + ") has run a claim yet.",
                   ""]
     if outside:
         parts += ["**Outside the paper's regime**, for contrast (these answers need not "
-                  "transfer):", "", *_verdict_table(outside, results), ""]
+                  "transfer):", "", *_verdict_table(outside, results, marked), ""]
     lines = []
     for t in names:
         reg = results[t][0]
@@ -389,11 +420,14 @@ PAPER_360M = {"muon": (2.578, 2.590, 2.583), "adamw": (2.612, 2.890, 2.640)}
 LABEL = {"muon": "Muon", "adamw": "AdamW"}
 
 
-def paper_table_md(tier: str, root: Path = HERE) -> str:
-    """Muon and AdamW on ``tier`` beside the paper's 360M numbers, one column per optimizer
-    (so it fits the page): the three final losses (mean ± sd over n seeds), the gap async − sync
-    and the share of it EF recovers (none when the gap's interval holds zero), each with the
-    paper's value."""
+PAPER_ROWS = ("final loss, synchronous", "final loss, one-step delay (2BW)",
+              "final loss, 2BW + EF", "gap async − sync [95 % interval]", "gap, the paper (360M)",
+              "share of the gap EF recovers [95 % interval]", "share, the paper (360M)")
+
+
+def paper_columns(tier: str, root: Path = HERE) -> tuple[list[tuple[str, list[str]]], set[int]]:
+    """The columns of :func:`paper_table_md`, ``[(optimizer, a cell per PAPER_ROWS)]``, and
+    the seed counts of their cells."""
     R = load(tier, root)
     cols, n = [], set()
     for o in PAPER_360M:
@@ -402,27 +436,42 @@ def paper_table_md(tier: str, root: Path = HERE) -> str:
             continue
         n |= {len(s), len(a), len(e)}
         gap = stats.paired(a, s)
-        share, _ = stats.share(s, a, e)
+        share = protocol.fieller_share(s, a, e)
         ps, pa, pe = PAPER_360M[o]
-        cols.append((o, [stats.summary(s).fmt(), stats.summary(a).fmt(), stats.summary(e).fmt(),
-                         f"{gap.mean:+.3f}" if gap.lo is None else
-                         f"{gap.mean:+.3f} {gap.interval(3)}", f"{pa - ps:+.3f}",
-                         "—" if share is None else
-                         "none: the gap is within noise" if not gap.excludes_zero else
-                         f"{100 * share:.0f} %",
-                         f"{100 * (pa - pe) / (pa - ps):.0f} %"]))
+        cells = [stats.summary(s).fmt(), stats.summary(a).fmt(), stats.summary(e).fmt(),
+                 f"{gap.mean:+.3f}" if gap.lo is None else f"{gap.mean:+.3f} {gap.interval(3)}",
+                 f"{pa - ps:+.3f}",
+                 "—" if share.share is None and share.n < 2 else
+                 "none: the gap is within noise" if share.lo is None else share.text(),
+                 f"{100 * (pa - pe) / (pa - ps):.0f} %"]
+        cols.append((o, [c.replace("+-", "-").replace("-", "−") for c in cells]))
+    return cols, n
+
+
+def paper_cell_key(tier: str, optimizer: str, row: int) -> str:
+    """The marker key of one cell of :func:`paper_table_md` (``report_markers``' kind
+    ``papertab``: row ``row`` of PAPER_ROWS, the optimizer's column)."""
+    return f"{tier}/papertab/{optimizer}/{row}"
+
+
+def paper_table_md(tier: str, root: Path = HERE, marked: bool = False) -> str:
+    """Muon and AdamW on ``tier`` beside the paper's 360M numbers, one column per optimizer
+    (so it fits the page): the three final losses (mean ± sd over n seeds), the gap async − sync
+    and the share of it EF recovers (the ratio of the mean gaps with Fieller's 95 % interval;
+    none when that interval is unbounded, the gap within noise), each with the paper's value.
+    ``marked``: each cell is a marker (``paper_cell_key``) for ``experiments/numbers.json``."""
+    cols, n = paper_columns(tier, root)
     if not cols:
         return f"No Muon or AdamW results in `{tier}` yet."
-    rows = ["final loss, synchronous", "final loss, one-step delay (2BW)", "final loss, 2BW + EF",
-            "gap async − sync [95 % interval]", "gap, the paper (360M)",
-            "share of the gap EF recovers", "share, the paper (360M)"]
     seeds = "/".join(str(k) for k in sorted(n))
     out = [f"The `{tier}` tier, {seeds} seeds per cell:", "",
            "| | " + " | ".join(LABEL[o] for o, _ in cols) + " |",
            "| :-- | " + " | ".join("--:" for _ in cols) + " |"]
-    for i, r in enumerate(rows):
-        out.append(f"| {r} | " + " | ".join(c[i] for _, c in cols) + " |")
-    return "\n".join(out).replace("-0.", "−0.").replace("+-", "−")
+    for i, r in enumerate(PAPER_ROWS):
+        cells = [f"<!--n:{paper_cell_key(tier, o, i)}-->{c[i]}<!--/n-->" if marked else c[i]
+                 for o, c in cols]
+        out.append(f"| {r} | " + " | ".join(cells) + " |")
+    return "\n".join(out)
 
 
 def figure(path: Path, root: Path = HERE) -> Path | None:
@@ -467,5 +516,6 @@ def figure(path: Path, root: Path = HERE) -> Path | None:
     return path
 
 
-__all__ = ["CLAIMS", "PAPER_360M", "Claim", "Regime", "Verdict", "figure", "load",
+__all__ = ["CLAIMS", "PAPER_360M", "PAPER_ROWS", "Claim", "Regime", "Verdict", "cell_of",
+           "claim_key", "figure", "load", "paper_cell_key", "paper_columns",
            "paper_table_md", "regime", "summary_md", "t2_drift", "tiers", "vals", "verdicts"]

@@ -25,6 +25,7 @@ work is split by concern, each module importing only those listed before it:
   ``report_why`` (H1–H5), ``report_zero_gap``, ``report_opt`` (the ladder), ``report_gpu``;
 - ``report_figures`` — every figure, sized for a 700-px column;
 - ``report_markers`` — the numbers quoted in prose (``number``, ``--fill-readme``);
+  ``numbers_record`` — their record, ``experiments/numbers.json``, which the book reads;
 - ``sections`` — :data:`~sections.SECTIONS`, table id → the function that renders it.
 
 Usage: ``python experiments/report.py [--tier tiny|small|gpu] [--results DIR] [--out DIR]``;
@@ -40,7 +41,14 @@ import json
 import os
 from pathlib import Path
 
-from . import tables
+from . import claims, tables
+from .numbers_record import (  # noqa: F401
+    NUMBERS_JSON,
+    NumberNotRecorded,
+    book_pages,
+    fill_from_record,
+    load_record,
+)
 from .paths import EXPERIMENTS  # noqa: F401
 from .report_beyond import (  # noqa: F401
     NAG_MODES,
@@ -129,7 +137,6 @@ from .sections import SECTIONS, render  # noqa: F401
 from .tiers import TIERS, Tier, get_tier, tier_of_folder  # noqa: F401
 
 HERE = EXPERIMENTS
-NUMBERS_JSON = EXPERIMENTS / "numbers.json"  # every number the two READMEs quote
 
 
 def sections(R, tier) -> tuple[list[str], list[Path]]:
@@ -250,9 +257,10 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=None, help="folder of tables.md and figures/ (default: "
                     "the tier's, experiments/<tier>/)")
     ap.add_argument("--fill-readme", action="store_true",
-                    help="rewrite the marked numbers of experiments/README.md and README.md "
-                    "(and the front page's glance table) to their current values (see "
-                    "number()) and exit")
+                    help="record every marked number of experiments/README.md, README.md and "
+                    "book/*.md at its current value (see number()) in experiments/numbers.json, "
+                    "rewrite the two READMEs (and the front page's glance table) from it, and "
+                    "exit")
     args = ap.parse_args(argv)
     if args.fill_readme:
         # both pages are filled from one record of every number they quote,
@@ -264,7 +272,12 @@ def main(argv=None) -> int:
         i = front_text.index(GLANCE_HEAD)  # the front page's "Results at a glance"
         j = front_text.index("\n\n", i)
         front_text = front_text[:i] + glance_table() + front_text[j:]
-        values = numbers_of(text, front_text)
+        # the record holds every number the project's pages quote: the READMEs', the book
+        # intro's claims summary and table beside the paper, and any the book's own pages
+        # mark (the book fills them from this record, never recomputing)
+        values = numbers_of(text, front_text, claims.summary_md(marked=True),
+                            *(claims.paper_table_md(t, marked=True) for t in claims.tiers()),
+                            *book_pages().values())
         tmp = NUMBERS_JSON.with_name(NUMBERS_JSON.name + ".tmp")
         tmp.write_text(json.dumps({"generated_by": "python experiments/report.py --fill-readme",
                                    "numbers": values}, indent=1, ensure_ascii=False) + "\n",

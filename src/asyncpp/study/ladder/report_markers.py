@@ -19,7 +19,7 @@ from pathlib import Path
 from asyncpp.data import load_data
 from asyncpp.train.config import from_dict
 
-from . import ef_control_report, primary, protocol, stats
+from . import claims, ef_control_report, primary, protocol, stats
 from .ladder_verdicts import (
     L1_MARGIN,
     MIN_SEEDS,
@@ -178,6 +178,11 @@ def number(key: str) -> str:
       established ("41 % [interval unbounded]");
     - ``fieller/S/A/C`` — the share of the gap A − S that C recovers with Fieller's 95 %
       interval ("70 % [38, 82]"), or why there is none (the gap not established);
+    - ``claim/C`` — the book intro's summary cell of the paper's claim C on the tier
+      (``claims.cell_of``: the verdict with its difference or EF's share and interval, "not
+      run" where the tier cannot test it);
+    - ``papertab/O/I`` — row I of the book intro's table of Muon and AdamW beside the paper
+      (``claims.paper_columns``), optimizer O's column;
     - ``paper/gap/O``, ``paper/rec/O`` — the paper's 360M gap and EF share (``PAPER_360M``);
       ``paper/gaprank/O`` where that gap ranks among the paper's ("smallest", …, "largest").
     """
@@ -241,6 +246,27 @@ def _predtier(k: Key) -> str:
     if not mine:
         raise KeyError(f"prediction {k.args[0]} has no part of its own on {k.tier}")
     return combine(mine)
+
+
+_CLAIMS_CACHE: dict[str, tuple] = {}
+
+
+def _claim(k: Key) -> str:
+    """The summary cell of one paper claim on the tier (its verdicts computed once a tier)."""
+    if k.tier not in _CLAIMS_CACHE:
+        _CLAIMS_CACHE[k.tier] = claims.verdicts(k.tier)
+    if not any(c.key == k.args[0] for c in claims.CLAIMS):
+        raise KeyError(f"no claim {k.args[0]!r} (claims.CLAIMS)")
+    return claims.cell_of(_CLAIMS_CACHE[k.tier], k.args[0])
+
+
+def _papertab(k: Key) -> str:
+    """One cell of the intro's table beside the paper's 360M numbers."""
+    opt, row = k.args
+    cols = dict(claims.paper_columns(k.tier)[0])
+    if opt not in cols:
+        raise KeyError(f"{k.tier} has no {opt} column beside the paper's numbers")
+    return cols[opt][int(row)]
 
 
 def _primary(k: Key) -> str:
@@ -503,6 +529,7 @@ KINDS: dict[str, Callable[[Key], str]] = {
     **dict.fromkeys(("pred", "predwhy", "pred3", "predwhy3"), _pred),
     "prednew": _prednew, "prednewwhy": _prednew, "predtier": _predtier, "fieller": _fieller,
     "margin": _margin, "primary": _primary, "primaryvd": _primary, "recshare": _recshare,
+    "claim": _claim, "papertab": _papertab,
     **dict.fromkeys(("efc", "efcv"), lambda k: ef_control_report.marker(k.kind, k.args)),
 }
 
