@@ -34,10 +34,10 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 from torch.distributed.pipelining._backward import stage_backward_input, stage_backward_weight
-from torch.func import functional_call
 
 from . import messages
 from .context import StageContext, alias
+from .on_weights import OnWeights
 
 
 @dataclass
@@ -65,18 +65,26 @@ class Stage(StageContext):
     forward_fn: Callable | None = None
     inflight: dict[tuple[int, int], InFlight] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.on_weights = OnWeights(self.module)
+        """The module on given weights (``functional_call``'s result, slots found once)."""
+
     # -- output --------------------------------------------------------------------------------
     def output(self, weights, x, y=None):
         """The stage's output on ``weights``: the loss on the last stage (``loss_fn(stage(x),
         y)``, or ``stage(x, y)`` without a ``loss_fn``), the activation elsewhere. Training
         and evaluation both call it."""
-        call = self.forward_fn or functional_call
         args = x if isinstance(x, tuple) else (x,)
         if not self.is_last:
-            return call(self.module, weights, args)
+            return self._call(weights, args)
         if self.loss_fn is not None:
-            return self.loss_fn(call(self.module, weights, args), y)
-        return call(self.module, weights, (*args, y))
+            return self.loss_fn(self._call(weights, args), y)
+        return self._call(weights, (*args, y))
+
+    def _call(self, weights, args):
+        fn = self.forward_fn
+        return self.on_weights(weights, args) if fn is None else fn(self.module, weights, args)
 
     # -- forward -------------------------------------------------------------------------------
     def leaves_for(self, key, version: int) -> dict[str, Tensor]:
