@@ -21,10 +21,10 @@ from ...delay import DelayedOptimizer
 
 def alias(t: Tensor) -> Tensor:
     """A new tensor over ``t``'s storage with its own autograd version counter."""
-    out = torch.empty((0,), dtype=t.dtype, device=t.device)
-    with torch.no_grad():
-        out.set_(t.untyped_storage(), t.storage_offset(), t.size(), t.stride())
-    return out
+    # set_ on a fresh tensor that does not require grad records nothing, so no no_grad()
+    # context is needed: the alias is made once per weight per step and per update
+    return torch.empty((0,), dtype=t.dtype, device=t.device).set_(
+        t.untyped_storage(), t.storage_offset(), t.size(), t.stride())
 
 
 @dataclass
