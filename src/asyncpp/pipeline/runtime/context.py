@@ -88,6 +88,19 @@ class StageContext:
     def alias_master(self) -> dict[str, Tensor]:
         return {n: alias(p.detach()) for n, p in self.params}
 
+    def next_version(self, replaced: int, need: int) -> dict[str, Tensor]:
+        """The tensors of the version an update just made, which replaced version
+        ``replaced``: that version's own aliases when the update ran in place on their storage
+        and nothing reads ``replaced`` again (older than ``need``, the oldest version still
+        read: it would be retired at once) — the same storage and values, without three
+        tensor operations per weight — else fresh aliases of the master."""
+        ws = self.versions.get(replaced)
+        if ws is not None and replaced < need and all(
+                ws[n].data_ptr() == p.data_ptr() for n, p in self.params):
+            del self.versions[replaced]
+            return ws
+        return self.alias_master()
+
     def begin_call(self) -> None:
         """Forget the messages and microbatches of a finished call (a drained pipeline)."""
         self.inflight, self.accum = {}, {}
