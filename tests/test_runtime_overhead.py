@@ -186,3 +186,52 @@ def test_gradient_equals_plain_training_bit_for_bit(schedule, dtype):
     assert set(got[0]) == set(want)
     for k, g in got[0].items():
         assert torch.equal(g, want[k].grad), k
+
+
+class Tied(nn.Module):
+    """Embedding and head sharing one weight, a bias-free layer, a buffer, and a switch that
+    makes the call raise half-way."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(5, 4, dtype=torch.float64)
+        self.mid = nn.Linear(4, 4, bias=False, dtype=torch.float64)
+        self.head = nn.Linear(4, 5, dtype=torch.float64)
+        self.head.weight = self.emb.weight
+        self.register_buffer("shift", torch.full((4,), 0.5, dtype=torch.float64))
+        self.fail = False
+
+    def forward(self, ids):
+        h = self.mid(self.emb(ids) + self.shift)
+        if self.fail:
+            raise RuntimeError("stop")
+        return self.head(h)
+
+
+def test_on_weights_is_functional_call_with_its_slots_found_once():
+    """Same output and gradients as ``functional_call`` — the tied head reads the embedding's
+    tensor, the buffer stays the module's — and the module's own parameters are back after
+    the call, also when it raises."""
+    from torch.func import functional_call
+
+    from asyncpp.pipeline.runtime.on_weights import OnWeights
+
+    torch.manual_seed(0)
+    mod = Tied()
+    own = dict(mod.named_parameters(remove_duplicate=False))
+    assert set(dict(mod.named_parameters())) == {"emb.weight", "mid.weight", "head.bias"}
+    ids = torch.tensor([[0, 3, 4], [1, 1, 2]])
+    grads = []
+    for call in (lambda w: functional_call(mod, w, (ids,)), lambda w: OnWeights(mod)(w, (ids,))):
+        w = {n: (p.detach() * 1.5).requires_grad_(True) for n, p in mod.named_parameters()}
+        out = call(w)
+        out.pow(2).sum().backward()
+        grads.append((out.detach(), {n: t.grad for n, t in w.items()}))
+    (o1, g1), (o2, g2) = grads
+    assert torch.equal(o1, o2)
+    assert g1.keys() == g2.keys() and all(torch.equal(g1[n], g2[n]) for n in g1)
+    mod.fail = True
+    with pytest.raises(RuntimeError, match="stop"):
+        OnWeights(mod)({n: p.detach() * 2 for n, p in mod.named_parameters()}, (ids,))
+    assert dict(mod.named_parameters(remove_duplicate=False)) == own
+    assert all(type(p) is nn.Parameter for p in own.values())
