@@ -55,6 +55,7 @@ from ..delay import DriftMeter
 from ..models import build_model, pipeline_boundaries, split_stage
 from ..pipeline import ExecutorOptions, PipelineExecutor, PipelineTopology, build_stage
 from ..pipeline.agreement import first_error
+from ..pipeline.runtime.on_weights import OnWeights
 from . import checkpoint as ckpt_io
 from . import reshard
 from .components import (
@@ -236,12 +237,20 @@ class PipelineBackend:
                 apply_lr(d.optimizer, cfg, lr_at(cfg, applied_at // k))
 
         last_module = modules.get(P - 1)
+        # eager: each stage's parameter slots found once; compiled: dynamo traces
+        # functional_call (same tensors, same operations either way)
+        on_weights = {id(mod): OnWeights(mod) for mod in modules.values()}
+
+        def call(module, weights, args):
+            if cfg.run.compile:
+                return functional_call(module, weights, args)
+            return on_weights[id(module)](weights, args)
 
         def forward(module, weights, args):
             with autocast_context(cfg, device):
                 if module is last_module:  # the loss in the (compiled) graph; args = (*x, y)
-                    return lm_loss(functional_call(module, weights, args[:-1]), args[-1])
-                return functional_call(module, weights, args)
+                    return lm_loss(call(module, weights, args[:-1]), args[-1])
+                return call(module, weights, args)
 
         options = ExecutorOptions(
             max_grad_norm=clip, clip_scope=cfg.train.clip_scope,

@@ -21,10 +21,10 @@ from ...delay import DelayedOptimizer
 
 def alias(t: Tensor) -> Tensor:
     """A new tensor over ``t``'s storage with its own autograd version counter."""
-    out = torch.empty((0,), dtype=t.dtype, device=t.device)
-    with torch.no_grad():
-        out.set_(t.untyped_storage(), t.storage_offset(), t.size(), t.stride())
-    return out
+    # set_ on a fresh tensor that does not require grad records nothing, so no no_grad()
+    # context is needed: the alias is made once per weight per step and per update
+    return torch.empty((0,), dtype=t.dtype, device=t.device).set_(
+        t.untyped_storage(), t.storage_offset(), t.size(), t.stride())
 
 
 @dataclass
@@ -87,6 +87,19 @@ class StageContext:
 
     def alias_master(self) -> dict[str, Tensor]:
         return {n: alias(p.detach()) for n, p in self.params}
+
+    def next_version(self, replaced: int, need: int) -> dict[str, Tensor]:
+        """The tensors of the version an update just made, which replaced version
+        ``replaced``: that version's own aliases when the update ran in place on their storage
+        and nothing reads ``replaced`` again (older than ``need``, the oldest version still
+        read: it would be retired at once) — the same storage and values, without three
+        tensor operations per weight — else fresh aliases of the master."""
+        ws = self.versions.get(replaced)
+        if ws is not None and replaced < need and all(
+                ws[n].data_ptr() == p.data_ptr() for n, p in self.params):
+            del self.versions[replaced]
+            return ws
+        return self.alias_master()
 
     def begin_call(self) -> None:
         """Forget the messages and microbatches of a finished call (a drained pipeline)."""

@@ -34,10 +34,10 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 from torch.distributed.pipelining._backward import stage_backward_input, stage_backward_weight
-from torch.func import functional_call
 
 from . import messages
 from .context import StageContext, alias
+from .on_weights import OnWeights
 
 
 @dataclass
@@ -54,6 +54,8 @@ class InFlight:
     """The leaves the forward read; the weight gradient accumulates in their ``.grad``."""
     weight_half: list | None = None
     """After the input half: the recorded gradients the weight half starts from."""
+    seed: Tensor | None = None
+    """On the last stage: the gradient of the loss the backward starts from, :math:`s`."""
 
 
 @dataclass
@@ -64,19 +66,29 @@ class Stage(StageContext):
     loss_fn: Callable | None = None
     forward_fn: Callable | None = None
     inflight: dict[tuple[int, int], InFlight] = field(default_factory=dict)
+    seeds: dict = field(default_factory=dict)
+    """(dtype, shape, scale) → the loss's backward seed (:meth:`seed`)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.on_weights = OnWeights(self.module)
+        """The module on given weights (``functional_call``'s result, slots found once)."""
 
     # -- output --------------------------------------------------------------------------------
     def output(self, weights, x, y=None):
         """The stage's output on ``weights``: the loss on the last stage (``loss_fn(stage(x),
         y)``, or ``stage(x, y)`` without a ``loss_fn``), the activation elsewhere. Training
         and evaluation both call it."""
-        call = self.forward_fn or functional_call
         args = x if isinstance(x, tuple) else (x,)
         if not self.is_last:
-            return call(self.module, weights, args)
+            return self._call(weights, args)
         if self.loss_fn is not None:
-            return self.loss_fn(call(self.module, weights, args), y)
-        return call(self.module, weights, (*args, y))
+            return self.loss_fn(self._call(weights, args), y)
+        return self._call(weights, (*args, y))
+
+    def _call(self, weights, args):
+        fn = self.forward_fn
+        return self.on_weights(weights, args) if fn is None else fn(self.module, weights, args)
 
     # -- forward -------------------------------------------------------------------------------
     def leaves_for(self, key, version: int) -> dict[str, Tensor]:
@@ -94,23 +106,26 @@ class Stage(StageContext):
     def forward(self, key, step: int, mb: int, version: int, x: Tensor, y=None,
                 scale: float = 1.0) -> Tensor | None:
         """Forward microbatch (step, mb) on ``version``; returns the activation to send (None
-        on the last stage, which adds loss/m to the step's loss and keeps loss·scale to
-        backward)."""
+        on the last stage, which adds loss/m to the step's loss and backwards the loss from
+        its seed ``scale``, :meth:`seed`)."""
         leaves = self.leaves_for(key, version)
         if not self.is_first:
             for t in messages.differentiable(x):
                 t.requires_grad_(True)
-        sent = None
+        sent = seed = None
         with torch.enable_grad():
             if self.is_last:
                 out = self.output(leaves, x, y)
                 if not (isinstance(out, Tensor) and out.numel() == 1):
                     raise ValueError("the last stage must produce a scalar loss (give loss_fn, "
                                      "or make stage(x, targets) return the loss)")
-                contrib = out.detach().double().reshape(()) * (1.0 / self.num_microbatches)
+                contrib = out.detach().double()
+                if contrib.dim():
+                    contrib = contrib.reshape(())
+                contrib = contrib * (1.0 / self.num_microbatches)
                 prev = self.losses.get(step)
                 self.losses[step] = contrib if prev is None else prev + contrib
-                out = out * scale
+                seed = self.seed(out, scale)
             else:
                 out = self.output(leaves, x)
                 messages.check(out, "a non-last stage")
@@ -120,8 +135,19 @@ class Stage(StageContext):
                 sent = out.detach().contiguous() if isinstance(out, Tensor) else \
                     {k: t.detach() for k, t in out.items()} if isinstance(out, dict) else \
                     tuple(t.detach() for t in out)
-        self.inflight[(step, mb)] = InFlight(x, out, version, leaves)
+        self.inflight[(step, mb)] = InFlight(x, out, version, leaves, seed=seed)
         return sent
+
+    def seed(self, loss: Tensor, scale: float) -> Tensor:
+        r"""The gradient the last stage's backward hands the loss :math:`L`: the backward of
+        :math:`L\cdot s` starts from ones and multiplies them by :math:`s`, so seeding it
+        with ``ones_like(L) * s`` — the same operation on the same operands — gives the same
+        bits without the two products per microbatch; made once per (dtype, shape, s)."""
+        key = (loss.dtype, loss.shape, scale)
+        got = self.seeds.get(key)
+        if got is None:
+            got = self.seeds[key] = torch.ones_like(loss, requires_grad=False) * scale
+        return got
 
     # -- backward ------------------------------------------------------------------------------
     def _input_grad(self, f: InFlight):
@@ -138,8 +164,10 @@ class Stage(StageContext):
     def _roots(f: InFlight, grad) -> tuple[list[Tensor], list[Tensor] | None]:
         """The outputs the backward starts from, with their gradients: the loss, or the
         floating parts of a tuple output that depend on something differentiable."""
-        if grad is None or isinstance(f.out, Tensor):
-            return [f.out], None if grad is None else [grad]
+        if grad is None:  # the last stage: the loss, from its seed
+            return [f.out], [f.seed]
+        if isinstance(f.out, Tensor):
+            return [f.out], [grad]
         pairs = [(o, g) for o, g in zip(messages.differentiable(f.out), grad)
                  if o.requires_grad]
         return [o for o, _ in pairs], [g for _, g in pairs]

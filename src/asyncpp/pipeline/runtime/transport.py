@@ -79,11 +79,12 @@ class Transport:
         self.header_recvd: set[int] = set()
 
     # -- waits -----------------------------------------------------------------------------
-    def wait(self, work, what: str, peer=None, kind: str = COMM) -> None:
+    def wait(self, work, what, peer=None, kind: str = COMM) -> None:
         """Wait for ``work`` (a ``torch.distributed`` work handle) up to the timeout;
         :class:`PipelineError` naming this rank, ``what`` and ``peer`` (a rank, or the list of
         ranks a collective waits for) if it does not finish. The time is charged as ``kind``
-        (``WAIT`` for a receive: the peer's message is not there yet)."""
+        (``WAIT`` for a receive: the peer's message is not there yet). ``what`` may be a
+        callable giving the text, formatted only if the wait fails (a receive per action)."""
         if work is None:
             return
         self.clock.push(kind)
@@ -96,7 +97,9 @@ class Transport:
         if ok is False:
             raise self.error(what, peer, "timed out")
 
-    def error(self, what: str, peer, cause) -> PipelineError:
+    def error(self, what, peer, cause) -> PipelineError:
+        if callable(what):
+            what = what()
         t = self.topo
         who = f"rank {dist.get_rank()} (stage {t.stage}, dp {t.dp_rank})" if t.distributed \
             else "this process"
@@ -250,7 +253,7 @@ class Transport:
     def finish_recv(self, a, posted, contexts: dict) -> None:
         """Wait for a receive posted by :meth:`post_recv` and hand its message to the stage."""
         buf, work = posted
-        self.wait(work, f"the {a.kind} of step {a.step} microbatch {a.mb} ({to_str(a)})",
+        self.wait(work, lambda: f"the {a.kind} of step {a.step} microbatch {a.mb} ({to_str(a)})",
                   self.stage_rank[a.peer], WAIT)
         ctx = contexts[a.stage]
         if buf.dtype == torch.uint8:  # a packed tuple/dict travels as bytes: unpack it

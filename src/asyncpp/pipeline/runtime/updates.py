@@ -132,10 +132,11 @@ class UpdateQueue:
         dopt.apply_stale(a.delay, stale_params=stale_params, at=a.applied_at)
         for _, p in ctx.params:
             p.grad = None
-        ctx.newest = a.new_version
-        ctx.versions[a.new_version] = ctx.alias_master()
+        replaced, ctx.newest = ctx.newest, a.new_version
+        need = self.needed_from(ctx)
+        ctx.versions[a.new_version] = ctx.next_version(replaced, need)
         ctx.updates_issued += 1
-        self._retire_unread(ctx, self.needed_from(ctx))
+        self._retire_unread(ctx, need)
 
     @staticmethod
     def _retire_unread(ctx: StageContext, need: int) -> None:
