@@ -103,19 +103,26 @@ def cell_grid(study: Study, cell: str) -> tuple[float, ...]:
 
     .. math:: g_{\text{new}} = g_0^2 / g_1 \quad\text{or}\quad g_{n-1}^2 / g_{n-2}.
     """
+    return _widened(study, cell)[0]
+
+
+def _widened(study: Study, cell: str):
+    """(:func:`cell_grid`, the scores on disk over it), each selection result read once."""
     grid = list(study.grid_of(cell))
+    scores = _scores(study, cell, grid)
     for _ in range(study.lr_extend):
-        scores = _scores(study, cell, grid)
         if not _complete(study, scores, grid):
             break
         best = select_lr(scores, "mean").lr
         if best == grid[0]:
             grid.insert(0, float(f"{grid[0] ** 2 / grid[1]:.6g}"))
+            scores.update(_scores(study, cell, grid[:1]))
         elif best == grid[-1]:
             grid.append(float(f"{grid[-1] ** 2 / grid[-2]:.6g}"))
+            scores.update(_scores(study, cell, grid[-1:]))
         else:
             break
-    return tuple(grid)
+    return tuple(grid), scores
 
 
 def _selection_path(study: Study, cell: str, lr: float, seed: int) -> Path:
@@ -140,8 +147,7 @@ def chosen_lrs(study: Study) -> dict[str, dict]:
     for c in study.cells:
         if c in study.lr_same:
             continue
-        grid = cell_grid(study, c)
-        scores = _scores(study, c, grid)
+        grid, scores = _widened(study, c)
         if not _complete(study, scores, grid):
             continue
         # with every point on disk, a best lr on the edge means the extensions are spent

@@ -47,10 +47,10 @@ PARTS = {
 }
 
 
-
 def typeset(text: str) -> str:
     """The study file's ASCII (``-``, ``!=``) as the pages print it (−, ≠)."""
     return text.replace("!=", "≠").replace(" - ", " − ")
+
 
 @dataclasses.dataclass(frozen=True)
 class Primary:
