@@ -25,6 +25,10 @@ degrees of freedom; :math:`\alpha` is the test's level (0.05 unless stated).
   :math:`y_k = \text{none}_k - \text{sync}_k`, and Fieller's interval: the :math:`\rho` with
   :math:`(\bar x - \rho \bar y)^2 \le t^2 (v_{xx} - 2\rho v_{xy} + \rho^2 v_{yy})`
   (:math:`v` the covariances of the means, :math:`t = t_{1-\alpha/2,\,n-1}`).
+- :func:`fieller_ratio` — the same for any two paired per-seed quantities, :math:`\bar x/\bar y`
+  (e.g. EF(γ*)'s share minus EF's on one gap: :math:`x_k = \text{EF}_k - \text{EF}(γ^*)_k`).
+- :func:`share_difference` — one ratio-of-means share minus another over the same seeds
+  (two gaps, e.g. two training lengths), the delta method's interval.
 - :func:`share_at_least` — the test of "share ≥ s" without a ratio:
   :math:`z_k = (\text{none}_k - \text{corr}_k) - s\,(\text{none}_k - \text{sync}_k)`, its
   t-interval and the two-sided p-value of :math:`\bar z = 0` (established: interval above 0).
@@ -197,37 +201,87 @@ def holm(pvalues: Mapping[str, float]) -> dict[str, float]:
     return out
 
 
-def fieller_share(none: Mapping[int, float], corr: Mapping[int, float],
-                  sync: Mapping[int, float], alpha: float = ALPHA) -> Interval:
-    """Share of the none − sync gap that corr recovers, with Fieller's 1 − α interval.
+def fieller_ratio(x: Mapping[int, float], y: Mapping[int, float],
+                  alpha: float = ALPHA) -> Interval:
+    r""":math:`\bar x / \bar y` over the seeds both have, with Fieller's 1 − α interval.
 
-    The interval is unbounded (±inf) when the gap itself is not distinguishable from zero
-    (:math:`\\bar y^2 \\le t^2 v_{yy}`): no finite set of shares is then supported. ``p`` is
-    the two-sided p-value of share = 0 (the paired t on x)."""
-    seeds = common(none, corr, sync)
+    The interval is unbounded (±inf) when :math:`\bar y` is not distinguishable from zero
+    (:math:`\bar y^2 \le t^2 v_{yy}`): no finite set of ratios is then supported. ``p`` is
+    the two-sided p-value of ratio = 0 (the paired t on x)."""
+    seeds = common(x, y)
     n = len(seeds)
     if n < 2:
-        raise TooFewSeeds(f"a share needs at least 2 seeds common to all three cells, has {n}")
-    x = [none[k] - corr[k] for k in seeds]
-    y = [none[k] - sync[k] for k in seeds]
-    mx, my = math.fsum(x) / n, math.fsum(y) / n
-    vxx = math.fsum((v - mx) ** 2 for v in x) / (n - 1) / n
-    vyy = math.fsum((v - my) ** 2 for v in y) / (n - 1) / n
-    vxy = math.fsum((u - mx) * (v - my) for u, v in zip(x, y)) / (n - 1) / n
+        raise TooFewSeeds(f"a ratio of means needs at least 2 seeds, has {n}")
+    xs = [x[k] for k in seeds]
+    ys = [y[k] for k in seeds]
+    mx, my = math.fsum(xs) / n, math.fsum(ys) / n
+    vxx = math.fsum((v - mx) ** 2 for v in xs) / (n - 1) / n
+    vyy = math.fsum((v - my) ** 2 for v in ys) / (n - 1) / n
+    vxy = math.fsum((u - mx) * (v - my) for u, v in zip(xs, ys)) / (n - 1) / n
     t2 = float(_st.t.ppf(1 - alpha / 2, n - 1)) ** 2
     qa = my * my - t2 * vyy
     qb = -2 * (mx * my - t2 * vxy)
     qc = mx * mx - t2 * vxx
     est = mx / my if my else math.nan
     disc = qb * qb - 4 * qa * qc
-    if qa > 0 and disc >= 0:
-        r = math.sqrt(disc)
+    # b² − 4ac cancels: with no spread in x and y it is 0 up to rounding of b², and a
+    # rounding-sized positive rest would open the point x̄/ȳ into a spurious interval
+    rounding = 8 * np.finfo(np.float64).eps * qb * qb
+    if qa > 0 and disc >= -rounding:
+        r = math.sqrt(disc) if disc > rounding else 0.0
         lo, hi = float((-qb - r) / (2 * qa)), float((-qb + r) / (2 * qa))
     else:
         lo, hi = -math.inf, math.inf
     tx = mx / math.sqrt(vxx) if vxx > 0 else math.inf
     p = float(2 * _st.t.sf(abs(tx), n - 1))
     return Interval(est, lo, hi, p, n, seeds)
+
+
+def fieller_share(none: Mapping[int, float], corr: Mapping[int, float],
+                  sync: Mapping[int, float], alpha: float = ALPHA) -> Interval:
+    r"""Share of the none − sync gap that corr recovers, with Fieller's 1 − α interval:
+    :func:`fieller_ratio` of :math:`x_k = \text{none}_k - \text{corr}_k` over
+    :math:`y_k = \text{none}_k - \text{sync}_k` on the seeds all three cells have."""
+    seeds = common(none, corr, sync)
+    if len(seeds) < 2:
+        raise TooFewSeeds(f"a share needs at least 2 seeds common to all three cells, "
+                          f"has {len(seeds)}")
+    return fieller_ratio({k: none[k] - corr[k] for k in seeds},
+                         {k: none[k] - sync[k] for k in seeds}, alpha)
+
+
+def share_difference(first: tuple[Mapping[int, float], Mapping[int, float],
+                                  Mapping[int, float]],
+                     second: tuple[Mapping[int, float], Mapping[int, float],
+                                   Mapping[int, float]],
+                     alpha: float = ALPHA) -> Interval:
+    r"""The share of one gap minus the share of another, each a ratio of means, paired by seed.
+
+    ``first`` and ``second`` are (none, corr, sync); on the seeds all six cells have,
+    :math:`d = \bar x_1/\bar y_1 - \bar x_2/\bar y_2` (x, y as in :func:`fieller_share`).
+    Its interval is the delta method's, :math:`d \pm t_{1-\alpha/2,\,n-1}\sqrt{g^\top V g}`
+    with :math:`g = (1/\bar y_1, -\bar x_1/\bar y_1^2, -1/\bar y_2, \bar x_2/\bar y_2^2)`
+    and V the covariance of the four means; it is honest only where both gaps are clear of
+    zero (callers check that first: a share of a gap within noise is a ratio of noise)."""
+    seeds = common(*first, *second)
+    n = len(seeds)
+    if n < 2:
+        raise TooFewSeeds(f"a share difference needs at least 2 seeds common to all six "
+                          f"cells, has {n}")
+    (n1, c1, s1), (n2, c2, s2) = first, second
+    rows = np.array([[n1[k] - c1[k], n1[k] - s1[k], n2[k] - c2[k], n2[k] - s2[k]]
+                     for k in seeds], dtype=np.float64)
+    m = rows.mean(axis=0)
+    x1, y1, x2, y2 = (float(v) for v in m)
+    if y1 == 0 or y2 == 0:
+        return Interval(math.nan, -math.inf, math.inf, 1.0, n, seeds)
+    g = np.array([1 / y1, -x1 / y1 ** 2, -1 / y2, x2 / y2 ** 2])
+    V = np.cov(rows, rowvar=False, ddof=1) / n
+    se = math.sqrt(max(float(g @ V @ g), 0.0))
+    d = x1 / y1 - x2 / y2
+    t = float(_st.t.ppf(1 - alpha / 2, n - 1))
+    p = float(2 * _st.t.sf(abs(d) / se, n - 1)) if se > 0 else (0.0 if d else 1.0)
+    return Interval(d, d - t * se, d + t * se, p, n, seeds)
 
 
 def share_at_least(none: Mapping[int, float], corr: Mapping[int, float],
@@ -329,6 +383,6 @@ def select_lr(scores: Mapping[float, Mapping[int, float]], rule: str = "mean",
 
 
 __all__ = ["ALPHA", "Interval", "LrChoice", "TooFewSeeds", "at_most", "common",
-           "fieller_share", "gap_slope", "holm", "paired_t", "per_seed_slope", "select_lr",
-           "share_at_least",
+           "fieller_ratio", "fieller_share", "gap_slope", "holm", "paired_t", "per_seed_slope",
+           "select_lr", "share_at_least", "share_difference",
            "tost", "welch_at_most", "welch_tost"]

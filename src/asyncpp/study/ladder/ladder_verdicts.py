@@ -219,12 +219,12 @@ def parts(key: str, tiers: dict) -> list[Part]:
             p = _paired_gaps(_gaps(small, o, suffix="-tpp80"), _gaps(small, o))
             out.append(Part(f"{LABEL[o]}'s gap at 80 tokens/parameter not above its gap at 20",
                             _no_growth(p), f"gap(80) − gap(20) {_fmt(p)}"))
-        # the prediction's last part: EF's share of AdamW's gap does not fall, per seed
-        # share = (async − EF)/(async − sync) in %, paired by seed across the two lengths
+        # the prediction's last part: EF's share of AdamW's gap does not fall; each share
+        # the ratio of means (async − EF)/(async − sync) in %, as every share on the pages,
+        # over the seeds both lengths share, with the delta method's interval
         cells = ("adamw-sync", "adamw-async", "adamw-ef")
-        s80 = share(small, *(f"{c}-tpp80" for c in cells))[1]
-        s20 = share(small, *cells)[1]
-        p = _paired_gaps(s80, s20)
+        p = protocol.share_change(tuple(vals(small, f"{c}-tpp80") for c in cells),
+                                  tuple(vals(small, c) for c in cells))
         v = directional(p, +1, min_seeds=TOKEN_SEEDS)
         said = f"share(80) − share(20) {_fmt(p, digits=0)} points"
         # L3's rule: a share of a gap whose interval holds zero is a ratio of noise
@@ -237,7 +237,8 @@ def parts(key: str, tiers: dict) -> list[Part]:
                     f" no share; EF − 2BW at {k} "
                     f"{_fmt(pair(small, f'adamw-ef{x}', f'adamw-async{x}'))}")
         out.append(Part("EF's share of AdamW's gap at 80 tokens/parameter not below its share "
-                        "at 20", v, said, "difference: per-seed shares, paired 95 % interval"))
+                        "at 20", v, said,
+                        "difference: the two ratio-of-means shares, delta-method 95 % interval"))
         return out
     if key == "L7":
         if "opt-580k" not in tiers:

@@ -14,6 +14,10 @@ recovers) and :math:`D_k = A_k - S_k` (the gap), over the n common seeds:
   :math:`b = -2(\bar N \bar D - t^2 v_{ND})`, :math:`c = \bar N^2 - t^2 v_{NN}`. The interval
   is bounded only when :math:`a > 0`, i.e. when the gap itself is established
   (:math:`|\bar D| > t\sqrt{v_{DD}}`); otherwise it is unbounded and no share is stated.
+- :func:`fieller_share_gain` — one correction's share minus another's on the same gap,
+  :math:`\bar X/\bar D` with :math:`X_k = F_k - G_k`, Fieller's interval as above.
+- :func:`share_change` — a share at one length minus the share at another (two gaps), the
+  delta method's interval on the four means.
 - :func:`share_at_least` — the test of "the correction recovers at least a share s": the
   paired t-interval of :math:`N_k - s D_k = (A_k - C_k) - s(A_k - S_k)`; established when it
   lies above zero, refuted when below, else not established.
@@ -29,6 +33,8 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Mapping
+
+from scipy import stats as _st
 
 from .. import stats as study_stats
 from . import stats
@@ -75,6 +81,92 @@ def fieller_share(sync: Mapping[int, float], delayed: Mapping[int, float],
             return Share(100 * f.estimate, None, None, f.n)
         lo = hi = f.estimate
     return Share(100 * f.estimate, 100 * lo, 100 * hi, f.n)
+
+
+@dataclasses.dataclass(frozen=True)
+class ShareDiff:
+    """One correction's share of a gap minus another's, in percentage points, each a ratio of
+    means (so the estimate is the difference of the shares the tables print), with its 95 %
+    interval (``lo``/``hi`` None: unbounded, a gap not established); ``agree`` counts the seeds
+    whose own share difference has the estimate's sign."""
+
+    pp: float | None
+    lo: float | None
+    hi: float | None
+    n: int
+    agree: int = 0
+
+    def text(self, digits: int = 0) -> str:
+        """``"+9 pp [−3, +22], 3/3"``; ``"+9 pp (gap within noise), …"`` when unbounded."""
+        if self.pp is None:
+            return "—"
+        head = f"{self.pp:+.{digits}f} pp"
+        span = ("(gap within noise)" if self.lo is None
+                else f"[{self.lo:+.{digits}f}, {self.hi:+.{digits}f}]")
+        return f"{head} {span}, {self.agree}/{self.n}".replace("-", "−")
+
+    def verdict(self) -> str:
+        """"better" when the interval lies above zero (the second correction recovers more),
+        "worse" below, else "within noise" ("too few seeds" under 2)."""
+        if self.n < 2:
+            return "too few seeds"
+        if self.lo is None or not (self.lo > 0 or self.hi < 0):
+            return "within noise"
+        return "better" if self.lo > 0 else "worse"
+
+
+def _agree(per: list[float], est: float) -> int:
+    return sum(1 for v in per if v * est > 0)
+
+
+def fieller_share_gain(sync: Mapping[int, float], delayed: Mapping[int, float],
+                       first: Mapping[int, float], second: Mapping[int, float]) -> ShareDiff:
+    r"""share(second) − share(first) of the gap :math:`D_k = A_k - S_k` in points:
+    :math:`\bar X/\bar D` with :math:`X_k = F_k - G_k` (first minus second corrected loss),
+    Fieller's 95 % interval (``asyncpp.study.stats.fieller_ratio``), the same ratio of means
+    as the two shares :func:`fieller_share` states, so the gain is their difference."""
+    seeds = study_stats.common(sync, delayed, first, second)
+    if len(seeds) < 2:
+        return ShareDiff(None, None, None, len(seeds))
+    x = {k: first[k] - second[k] for k in seeds}
+    d = {k: delayed[k] - sync[k] for k in seeds}
+    f = study_stats.fieller_ratio(x, d)
+    if not math.isfinite(f.estimate):
+        return ShareDiff(None, None, None, f.n)
+    agree = _agree([x[k] / d[k] for k in seeds if d[k]], f.estimate)
+    lo, hi = f.lo, f.hi
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        gap = study_stats.paired_t(delayed, sync)
+        if not (gap.lo > 0 or gap.hi < 0):
+            return ShareDiff(100 * f.estimate, None, None, f.n, agree)
+        lo = hi = f.estimate  # no spread in either difference: the point itself
+    return ShareDiff(100 * f.estimate, 100 * lo, 100 * hi, f.n, agree)
+
+
+def share_change(later: tuple[Mapping[int, float], Mapping[int, float], Mapping[int, float]],
+                 earlier: tuple[Mapping[int, float], Mapping[int, float],
+                                Mapping[int, float]]) -> stats.Paired | None:
+    r"""A correction's share at one length minus its share at another, in points, each share a
+    ratio of means over the seeds all six cells have; ``later``/``earlier`` are (sync, delayed,
+    corrected); None under 2 seeds or with a diverged run. The interval is the delta method's
+    (``asyncpp.study.stats.share_difference``), returned as a ``stats.Paired`` so a verdict
+    reads it as any paired difference; its signs count the seeds whose own share change goes
+    the estimate's way."""
+    (s1, a1, c1), (s2, a2, c2) = later, earlier
+    seeds = study_stats.common(s1, a1, c1, s2, a2, c2)
+    if len(seeds) < 2 or not all(math.isfinite(v[k]) for v in (s1, a1, c1, s2, a2, c2)
+                                 for k in seeds):
+        return None
+    f = study_stats.share_difference((a1, c1, s1), (a2, c2, s2))
+    if not math.isfinite(f.estimate):
+        return None
+    per = [100 * ((a1[k] - c1[k]) / (a1[k] - s1[k]) - (a2[k] - c2[k]) / (a2[k] - s2[k]))
+           for k in seeds if a1[k] != s1[k] and a2[k] != s2[k]]
+    t = float(_st.t.ppf(0.975, f.n - 1))
+    se = (f.hi - f.estimate) / t if t else 0.0
+    return stats.Paired(100 * f.estimate, 100 * se * math.sqrt(f.n), f.n, 100 * f.lo,
+                        100 * f.hi, sum(1 for v in per if v > 0),
+                        sum(1 for v in per if v < 0), seeds, tuple(per))
 
 
 def share_at_least(sync: Mapping[int, float], delayed: Mapping[int, float],

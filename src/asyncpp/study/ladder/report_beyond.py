@@ -15,7 +15,6 @@ from .report_common import (
     Val,
     compare_cells,
     grid,
-    interval_text,
     loss,
     minus,
     pair,
@@ -47,12 +46,9 @@ def run_beta(R, o: str) -> float:
 
 
 def share_diff_text(p, digits: int = 0) -> str:
-    """A paired share difference in percentage points: "+9 ± 5 pp [−3, +21], 3/3"."""
-    if p is None:
-        return "—"
-    sd = "" if p.sd is None else f" ± {p.sd:.{digits}f}"
-    k = p.negative if p.mean < 0 else p.positive
-    return minus(f"{p.mean:+.{digits}f}{sd} pp {interval_text(p, digits)}, {k}/{p.n}")
+    """EF(γ*)'s share minus EF's in percentage points, the difference of the two shares the
+    table prints with Fieller's interval: "+9 pp [−3, +21], 3/3" (``protocol.ShareDiff``)."""
+    return "—" if p is None else p.text(digits)
 
 
 def _efg_tables(R, rows: list[tuple[list[str], str, str, str, str]], head: list[str]) -> str:
@@ -61,7 +57,7 @@ def _efg_tables(R, rows: list[tuple[list[str], str, str, str, str]], head: list[
                   [[*lab, loss(R, s), loss(R, a), loss(R, e), loss(R, g)]
                    for lab, s, a, e, g in rows])
     shares = grid([*head, "EF recovers", "EF(γ*) recovers",
-                   "EF(γ*) − EF share: mean ± sd [95 %], seeds agreeing"],
+                   "EF(γ*) − EF share [Fieller 95 %], seeds agreeing"],
                   [[*lab, share_val(R, s, a, e), share_val(R, s, a, g),
                     share_diff_text(share_diff(R, s, a, e, g))] for lab, s, a, e, g in rows])
     cmp = grid([*head, *COMPARE_HEAD], [[*lab, *compare_cells(R, g, e)]
@@ -107,7 +103,7 @@ def table_efg_depth(R) -> str:
         f"Reference (synchronous, P = 2, {LABEL[o]}): {loss(R, ref)}",
         grid(["P", "2BW", "PipeDream", "PipeDream + EF", "PipeDream + EF(γ*)"], rows),
         grid(["P", "EF closes", "EF(γ*) closes",
-              "EF(γ*) − EF share: mean ± sd [95 %], seeds agreeing"], shares),
+              "EF(γ*) − EF share [Fieller 95 %], seeds agreeing"], shares),
         grid(["P", "comparison", *COMPARE_HEAD], cmp)])
 
 

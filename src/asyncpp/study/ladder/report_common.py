@@ -20,7 +20,7 @@ import math
 import re
 from pathlib import Path
 
-from . import stats, tables
+from . import protocol, stats, tables
 from . import tables_cells as tc
 from .paths import EXPERIMENTS
 
@@ -363,12 +363,17 @@ def paper_share(o: str) -> float | None:
 
 
 def share_val(R, s: str, a: str, c: str, seeds=None) -> Val:
-    """"NN % (per-seed shares)" with n."""
-    x, per = share(R, s, a, c, seeds)
+    """The share c recovers of the gap a − s as every page states it: the ratio of the mean
+    gaps with Fieller's 95 % interval, "54 % [35, 81]", or "41 % [interval unbounded]" while
+    the gap itself is not established; with n."""
+    x, _ = share(R, s, a, c, seeds)
     if x is None:
         return Val("—")
-    each = ", ".join(f"{p:.0f}" for p in per.values())
-    return Val(minus(f"{x:.0f} % ({each})"), len(per))
+    sh = protocol.fieller_share(*(vals(R, v, seeds) for v in (s, a, c)))
+    if sh.share is None:
+        return Val("—")
+    text = sh.text() if sh.lo is not None else f"{sh.share:.0f} % [interval unbounded]"
+    return Val(minus(text), sh.n)
 
 
 def min_seeds_of(tier: str) -> int:
@@ -403,13 +408,16 @@ def no_share_text(why: str | None) -> str | None:
     return f"— (gap {why})" if why == "within noise" else f"— ({why})"
 
 
-def share_diff(R, s: str, a: str, c1: str, c2: str, seeds=None) -> stats.Paired | None:
-    """The paired per-seed share of c2 minus that of c1 (percentage points)."""
-    _, s1 = share(R, s, a, c1, seeds)
-    _, s2 = share(R, s, a, c2, seeds)
-    if not set(s1) & set(s2):
+def share_diff(R, s: str, a: str, c1: str, c2: str, seeds=None):
+    """c2's share of the gap a − s minus c1's, in points (``protocol.fieller_share_gain``:
+    the difference of the two ratio-of-means shares :func:`share` states, Fieller's
+    interval); None without 2 seeds common to the four cells or with a diverged one."""
+    vs, va, v1, v2 = (vals(R, x, seeds) for x in (s, a, c1, c2))
+    common = set(vs) & set(va) & set(v1) & set(v2)
+    if len(common) < 2 or not _finite([v[k] for v in (vs, va, v1, v2) for k in common]):
         return None
-    return stats.paired(s2, s1)
+    g = protocol.fieller_share_gain(vs, va, v1, v2)
+    return None if g.pp is None else g
 
 
 def pct(x: float | None) -> str:

@@ -8,9 +8,10 @@ import math
 import statistics
 from pathlib import Path
 
+from . import protocol
 from .plotting import pyplot
 from .report_beyond import NAG_LABEL, NAG_MODES, NAG_OPTIMIZERS, nag_cell, nag_sync, run_beta
-from .report_common import LABEL, diffs, drift, share, spectral_drift, vals
+from .report_common import LABEL, diffs, drift, spectral_drift, vals
 from .report_common import tc as _tc
 from .report_why import H1_FRACTIONS, H1_SEEDS, H4_SEEDS, h1_cell, t3_edge_fractions
 
@@ -142,7 +143,8 @@ CAPTIONS = {
     "glance": "The validation loss of Muon and AdamW, synchronous, delayed and delayed with EF, "
               "seed means.",
     "efg_share_vs_beta": "The share of Muon's gap that EF and EF(γ*) recover against the "
-                         "momentum β (mean ± sd of the per-seed shares).",
+                         "momentum β (the ratio of the mean gaps with Fieller's 95 % interval; "
+                         "a β whose gap is within noise has no share).",
     "nag_depth": "The final validation loss of every cell of the delay-corrections table: bars "
                  "are seed means, dots single seeds, the dashed line the synchronous reference.",
     "gap_vs_lr": "The gap to sync of async and of async + EF against lr/lr* (log₂ axis; mean ± "
@@ -285,8 +287,9 @@ def figure_h3(R, path: Path) -> Path | None:
 
 def _plot_series(path: Path, panels, xlabel: str, ylabel: str, logx: bool = False,
                  xticks=None) -> Path | None:
-    """One row of panels; ``panels``: [(panel title, [(label, xs, means, sds)])]; None without
-    matplotlib or when no panel has a point."""
+    """One row of panels; ``panels``: [(panel title, [(label, xs, means, errors)])], an error
+    a half-width or a (below, above) pair; None without matplotlib or when no panel has a
+    point."""
     if not any(xs for _, series in panels for _, xs, _, _ in series):
         return None
     plt = _plt()
@@ -296,7 +299,9 @@ def _plot_series(path: Path, panels, xlabel: str, ylabel: str, logx: bool = Fals
     for ax, (head, series) in zip(axes[0], panels):
         for lab, xs, ys, es in series:
             if xs:
-                ax.errorbar(xs, ys, yerr=es, marker="o", capsize=3, label=lab)
+                yerr = ([[e[0] for e in es], [e[1] for e in es]]
+                        if es and isinstance(es[0], tuple) else es)
+                ax.errorbar(xs, ys, yerr=yerr, marker="o", capsize=3, label=lab)
         if logx:
             ax.set_xscale("log", base=2)
         if xticks:
@@ -311,20 +316,23 @@ def _plot_series(path: Path, panels, xlabel: str, ylabel: str, logx: bool = Fals
 
 
 def figure_efg_beta(R, path: Path, tier) -> Path | None:
-    """The share of Muon's gap that EF and EF(γ*) recover, against β (per-seed shares,
-    mean ± sd)."""
+    """The share of Muon's gap that EF and EF(γ*) recover, against β: the ratio of means with
+    Fieller's 95 % interval (``protocol.fieller_share``), as every share in the tables; a β
+    whose gap is within noise has no share and no point."""
     series = []
     for m, lab in (("ef", "EF"), ("efg", "EF(γ*)")):
         xs, ys, es = [], [], []
         for b in _tc.BETAS:
             v = _tc.beta_variant("muon", b)
-            _, per = share(R, _tc.name("muon", "sync", beta=v), _tc.name("muon", "async", beta=v),
-                           _tc.name("muon", m, beta=v))
-            pt = _mean_sd_point(list(per.values()))
-            if pt:
+            cells = [vals(R, _tc.name("muon", x, beta=v)) for x in ("sync", "async", m)]
+            seeds = set(cells[0]) & set(cells[1]) & set(cells[2])
+            if not all(math.isfinite(c[k]) for c in cells for k in seeds):
+                continue
+            sh = protocol.fieller_share(*cells)
+            if sh.share is not None and sh.lo is not None:
                 xs.append(b)
-                ys.append(pt[0])
-                es.append(pt[1])
+                ys.append(sh.share)
+                es.append((sh.share - sh.lo, sh.hi - sh.share))
         series.append((lab, xs, ys, es))
     return _plot_series(path, [(f"Muon ({tier.name} tier)", series)], "momentum β",
                         "% of the gap recovered")

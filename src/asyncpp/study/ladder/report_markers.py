@@ -49,6 +49,7 @@ from .report_common import (
     seed_gaps,
     share,
     share_diff,
+    share_val,
     spectral_drift,
     vals,
     verdict_of_at_least,
@@ -140,9 +141,9 @@ def number(key: str) -> str:
     - ``rec/S/A/C`` — the share of the gap A − S that C recovers, "NN %"; ``recnum/S/A/C``
       the same without the unit; ``recseed/k/S/A/C`` that share for seed k; ``recseeds/S/A/C``
       the seeds' shares, "NN, NN, NN" (seed order);
-    - ``sharepd/S/A/C1/C2`` — the paired per-seed share of C2 minus that of C1, percentage
-      points with the 95 % interval and signs; ``sharevd/S/A/C1/C2`` — its verdict (a larger
-      share is better);
+    - ``sharepd/S/A/C1/C2`` — C2's share of the gap A − S minus C1's in percentage points,
+      the difference of the two ratio-of-means shares with Fieller's 95 % interval and the
+      seeds agreeing; ``sharevd/S/A/C1/C2`` — its verdict (a larger share is better);
     - ``dd/S1/A1/S2/A2`` — the paired change of a gap, (A2 − S2) − (A1 − S1) seed by seed,
       with its interval and signs; ``ddvd/S1/A1/S2/A2`` its verdict ("better": the second gap
       is smaller);
@@ -285,13 +286,8 @@ def _margin(k: Key) -> str:
 
 def _recshare(k: Key) -> str:
     """The share with Fieller's 95 % interval whatever the gap: "41 % [35, 54]", or
-    "41 % [interval unbounded]" while the gap itself is not established."""
-    sh = protocol.fieller_share(*(vals(k.R, c) for c in k.args))
-    if sh.share is None:
-        return "—"
-    if sh.lo is None:
-        return f"{sh.share:.0f} % [interval unbounded]"
-    return sh.text()
+    "41 % [interval unbounded]" while the gap itself is not established (``share_val``)."""
+    return share_val(k.R, *k.args).text
 
 
 def _fieller(k: Key) -> str:
@@ -360,9 +356,7 @@ def _sharepd(k: Key) -> str:
     p = share_diff(k.R, *k.args)
     if p is None:
         return "—"
-    if k.kind == "sharevd":
-        return stats.verdict(p, lower_is_better=False)
-    return p.fmt(k.d(0)).replace(" [", " pp [", 1) if p.lo is not None else p.fmt(k.d(0))
+    return p.verdict() if k.kind == "sharevd" else p.text(k.d(0))
 
 
 def _planned(k: Key) -> str:
