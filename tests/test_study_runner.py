@@ -202,6 +202,42 @@ b = "c"
     assert rows["x"]["verdict"] == "a > c" and rows["ab"]["verdict"] == "not established"
 
 
+def test_an_endpoint_missing_a_declared_seed_is_pending_and_holds_back_the_primaries(tmp_path):
+    """Each test runs once, on the seeds declared before the runs: an endpoint whose cells
+    lack one is pending (interim numbers, no verdict), and no primary is judged while another
+    primary is pending; a complete exploratory endpoint is judged on its own p."""
+    cells = "[cells.c]\n\"optimizer.name\" = \"muon\"\n"
+    eps = "".join(f"""
+[[endpoints]]
+name = "{n}"
+test = "difference"
+a = "{a}"
+b = "c"
+primary = {str(prim).lower()}
+""" for n, a, prim in (("ac", "a", True), ("bc", "b", True), ("x", "a", False),
+                       ("y", "b", False)))
+    s = _study(tmp_path, extra=eps, cells=cells)
+    s = dataclasses.replace(s, claims_seeds=(0, 1, 2, 3))
+    vals = {"a": [3.0, 3.0, 3.3, 3.2], "b": [3.0, 3.4, 3.1, 3.2], "c": [2.5, 2.55, 2.7, 2.6]}
+    last = None
+    for r in runner.claims_runs(s)[0]:
+        if (r.cell, r.seed) == ("b", 3):
+            last = r
+            continue
+        _fake_result(s, r, vals[r.cell][r.seed])
+    rows = {r["name"]: r for r in report.judge(s, report.cell_values(s))}
+    assert rows["bc"]["verdict"] == "pending (1 declared run(s) missing)"
+    assert rows["bc"]["n"] == 3 and rows["bc"]["p"] is not None  # interim numbers shown
+    assert rows["y"]["verdict"].startswith("pending") and rows["y"]["missing"] == 1
+    assert rows["ac"]["verdict"] == "pending (the primary family waits for bc)"
+    assert rows["ac"]["p_holm"] is None and rows["ac"]["missing"] == 0
+    assert rows["x"]["verdict"] == "a > c"  # exploratory and complete: judged
+    _fake_result(s, last, vals["b"][3])
+    rows = {r["name"]: r for r in report.judge(s, report.cell_values(s))}
+    assert rows["ac"]["verdict"] == "a > c" and rows["bc"]["verdict"] == "b > c"
+    assert all(r["missing"] == 0 for r in rows.values()) and rows["ac"]["p_holm"] is not None
+
+
 def test_torchrun_studies_launch_one_torchrun_per_run(tmp_path):
     s = dataclasses.replace(_study(tmp_path), launcher="torchrun", nproc=2)
     r = runner.claims_runs(s)[0][0]
@@ -217,11 +253,16 @@ LADDER = ROOT / "experiments" / "opt-180k" / "results"
 
 def _ladder_as_study(tmp_path: Path, names: dict[str, str], eps: str) -> spec.Study:
     """A study whose cell c reads the committed opt-180k result ``names[c]`` of each of seeds
-    0-4 as its claims result (each cell a distinct run: its own train.steps)."""
+    0-4 as its claims result (each cell a distinct run: its own train.steps); a cell with
+    fewer committed seeds declares those as its own (``[seeds] cells``), as a study would."""
     cells = "".join(f"[cells.{c}]\n\"train.steps\" = {i + 10}\n" for i, c in enumerate(names))
+    have = {c: [k for k in range(5) if (LADDER / f"{n}-seed{k}.json").is_file()]
+            for c, n in names.items()}
+    own = "".join(f"{c} = {ks}\n" for c, ks in have.items() if ks != list(range(5)))
     p = tmp_path / "s.toml"
     p.write_text(f'[study]\nname = "a"\nbase = "{ROOT / "configs" / "tiny.toml"}"\n'
-                 f'out = "out"\n{cells}[seeds]\nclaims = [0, 1, 2, 3, 4]\n{eps}')
+                 f'out = "out"\n{cells}[seeds]\nclaims = [0, 1, 2, 3, 4]\n'
+                 + (f"[seeds.cells]\n{own}" if own else "") + eps)
     s = spec.load(p)
     for r in runner.claims_runs(s)[0]:
         f = LADDER / f"{names[r.cell]}-seed{r.seed}.json"

@@ -17,7 +17,10 @@ study reads the JSON, never the code. Verdict rules, at α = 0.05 (``asyncpp.stu
 
 Primary endpoints are judged on Holm-adjusted p-values across the study's primaries (an
 interval that excludes zero is not enough once p is adjusted); the others are labelled
-exploratory and judged on their own p.
+exploratory and judged on their own p. Each test is run once, on the claims seeds declared
+before the runs: an endpoint still missing one of its cells' declared results is "pending"
+(its interim numbers shown, no verdict), and the primaries are judged together once all are
+complete.
 """
 
 from __future__ import annotations
@@ -135,19 +138,41 @@ def _verdict(row: dict, ep: Endpoint, p: float) -> str:
     return "not established"
 
 
+def missing_seeds(study: Study, ep: Endpoint, cells: dict[str, dict[int, dict]]) -> int:
+    """How many declared claims results the cells of ``ep`` still lack (0: complete)."""
+    return sum(len(set(study.claims_of(c)) - set(cells.get(c, {}))) for c in ep.cells())
+
+
 def judge(study: Study, cells: dict[str, dict[int, dict]]) -> list[dict]:
-    """Every endpoint's row with its final verdict (Holm across primaries)."""
+    """Every endpoint's row with its final verdict (Holm across primaries).
+
+    A test is run once, on the seeds declared before the runs: an endpoint whose cells lack
+    any declared claims seed is *pending* — its interim estimate, interval and p are shown, no
+    verdict. The primaries form one Holm family, so no primary is judged until every primary
+    is complete (a pending primary's p could reorder the family and change every adjusted p).
+    """
     rows = [evaluate(ep, cells) for ep in study.endpoints]
+    todo = {ep.name: missing_seeds(study, ep, cells) for ep in study.endpoints}
+    family_done = all(todo[ep.name] == 0 for ep in study.endpoints if ep.primary)
     prim = {r["name"]: r["p"] for r in rows if r["primary"] and r["p"] is not None}
-    adj = holm(prim) if prim else {}
+    adj = holm(prim) if prim and family_done else {}
+    waiting = [ep.name for ep in study.endpoints if ep.primary and todo[ep.name]]
     for ep, r in zip(study.endpoints, rows):
+        r["missing"] = todo[ep.name]
         if r["p"] is None:
             r["p_holm"] = None
             r["label"] = "primary" if ep.primary else "exploratory"
+            if todo[ep.name]:
+                r["verdict"] = f"pending ({todo[ep.name]} declared run(s) missing)"
             continue
         r["p_holm"] = adj.get(ep.name) if ep.primary else None
         r["label"] = f"primary (Holm over {len(prim)})" if ep.primary else "exploratory"
-        r["verdict"] = _verdict(r, ep, r["p_holm"] if ep.primary else r["p"])
+        if todo[ep.name]:
+            r["verdict"] = f"pending ({todo[ep.name]} declared run(s) missing)"
+        elif ep.primary and not family_done:
+            r["verdict"] = f"pending (the primary family waits for {', '.join(waiting)})"
+        else:
+            r["verdict"] = _verdict(r, ep, r["p_holm"] if ep.primary else r["p"])
     return rows
 
 
