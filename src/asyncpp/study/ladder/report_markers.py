@@ -19,7 +19,7 @@ from pathlib import Path
 from asyncpp.data import load_data
 from asyncpp.train.config import from_dict
 
-from . import claims, ef_control_report, primary, protocol, stats
+from . import claims, ef_control_report, primary, protocol, protocol_v2_study, stats
 from .ladder_verdicts import (
     L1_MARGIN,
     MIN_SEEDS,
@@ -185,7 +185,10 @@ def number(key: str) -> str:
     - ``papertab/O/I`` — row I of the book intro's table of Muon and AdamW beside the paper
       (``claims.paper_columns``), optimizer O's column;
     - ``paper/gap/O``, ``paper/rec/O`` — the paper's 360M gap and EF share (``PAPER_360M``);
-      ``paper/gaprank/O`` where that gap ranks among the paper's ("smallest", …, "largest").
+      ``paper/gaprank/O`` where that gap ranks among the paper's ("smallest", …, "largest");
+    - ``efc/…``, ``efcv/…`` — the EF-without-delay control (``ef_control_report.marker``);
+    - ``v2runs``, ``v2family``, ``v2sel``, ``v2lr/CELL``, ``v2/E``, ``v2vd/E`` — protocol v2's
+      own runs, its ``asyncpp-study`` report (``protocol_v2_study.marker``).
     """
     if key.split(":")[0].split("/")[1:2] in (["pred"], ["predwhy"], ["pred3"], ["predwhy3"],
                                              ["prednew"], ["prednewwhy"], ["predtier"]):
@@ -525,6 +528,8 @@ KINDS: dict[str, Callable[[Key], str]] = {
     "margin": _margin, "primary": _primary, "primaryvd": _primary, "recshare": _recshare,
     "claim": _claim, "papertab": _papertab,
     **dict.fromkeys(("efc", "efcv"), lambda k: ef_control_report.marker(k.kind, k.args)),
+    **dict.fromkeys(("v2runs", "v2family", "v2sel", "v2lr", "v2", "v2vd"),
+                    lambda k: protocol_v2_study.marker(k.kind, k.args)),
 }
 
 

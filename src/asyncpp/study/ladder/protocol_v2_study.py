@@ -1,0 +1,93 @@
+"""Protocol v2's own runs as the pages quote them: ``asyncpp-study``'s report of
+``experiments/opt-180k/protocol-v2/study.toml`` (learning rates chosen on the selection seeds,
+the declared claims seeds, Holm over P1-P5), read from the result files committed beside it.
+
+Markers (``opt-180k/KIND/ARGS`` in the pages, filled by ``report.py --fill-readme``):
+
+- ``v2runs`` — "N of M": the claims results on disk of the M the study declares;
+- ``v2sel`` — "N of M": the selection runs on disk of the M its grids ask for so far (a grid
+  widened past an edge asks for more);
+- ``v2family`` — the primary family: "pending (N of M runs of the primaries made)" until
+  every declared run of P1-P5's cells is on disk, then "judged (Holm over K)";
+- ``v2lr/CELL`` — the lr chosen for CELL on the selection seeds, or "selection under way";
+- ``v2/E`` — endpoint E's estimate, its interval (90 % for a one-sided test, as its one-sided
+  95 % bound), p, Holm's p once the family is complete, and the seeds; "no claims run yet";
+- ``v2vd/E`` — E's prediction: "holds" (the study's verdict establishes it), "not established",
+  or "pending (…)" while a declared run is missing (the report's rule: a test runs once).
+
+The verdicts are the study report's (``asyncpp.study.report.judge``), not recomputed here.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from .. import report as study_report
+from .. import runner, spec
+from .paths import EXPERIMENTS
+
+STUDY = EXPERIMENTS / "opt-180k" / "protocol-v2" / "study.toml"
+
+
+@functools.lru_cache(maxsize=4)
+def _state(path: str):
+    s = spec.load(path)
+    cells = study_report.cell_values(s)
+    rows = {r["name"]: r for r in study_report.judge(s, cells)}
+    return s, cells, rows
+
+
+def _num(x: float | None) -> str:
+    return "–" if x is None else f"{x:+.3f}".replace("-", "−")
+
+
+def _p(x: float) -> str:
+    return f"{x:.3f}" if x >= 0.001 else f"{x:.1e}"
+
+
+def endpoint_text(row: dict) -> str:
+    """"+0.245, 90 % [+0.140, +0.350], p = 0.004, Holm p = 0.018 (14 seeds)"."""
+    if row.get("estimate") is None:
+        return "no claims run yet"
+    lvl = round(100 * row.get("interval_level", 0.95))
+    iv = f"[{_num(row['lo'])}, {_num(row['hi'])}]"
+    holm = "" if row.get("p_holm") is None else f", Holm p = {_p(row['p_holm'])}"
+    return f"{_num(row['estimate'])}, {lvl} % {iv}, p = {_p(row['p'])}{holm} ({row['n']} seeds)"
+
+
+def prediction_word(row: dict) -> str:
+    """The study's verdict as the fate of the endpoint's prediction."""
+    v = row.get("verdict", "")
+    if v.startswith("pending") or v.startswith("too few seeds") or not v:
+        return v.split(":")[0] or "pending"
+    return "not established" if v == "not established" else "holds"
+
+
+def marker(kind: str, args: tuple[str, ...], path=STUDY) -> str:
+    """The value of marker ``kind/args`` (module docstring)."""
+    s, cells, rows = _state(str(path))
+    if kind == "v2runs":
+        declared = sum(len(s.claims_of(c)) for c in s.cells)
+        return f"{sum(len(v) for v in cells.values())} of {declared}"
+    if kind == "v2family":
+        prim = sorted({c for ep in s.endpoints if ep.primary for c in ep.cells()})
+        made = sum(len(set(cells[c]) & set(s.claims_of(c))) for c in prim)
+        declared = sum(len(s.claims_of(c)) for c in prim)
+        if made < declared:
+            return f"pending ({made} of {declared} runs of the primaries made)"
+        return f"judged (Holm over {sum(ep.primary for ep in s.endpoints)})"
+    if kind == "v2sel":
+        runs = runner.selection_runs(s)
+        return f"{sum(runner.done(r) for r in runs)} of {len(runs)}"
+    if kind == "v2lr":
+        if args[0] not in s.cells:
+            raise KeyError(f"protocol v2 has no cell {args[0]!r}")
+        ch = runner.chosen_lrs(s).get(args[0])
+        return "selection under way" if ch is None else f"{ch['lr']:g}"
+    if args[0] not in rows:
+        raise KeyError(f"protocol v2 has no endpoint {args[0]!r} ({', '.join(rows)})")
+    row = rows[args[0]]
+    return prediction_word(row) if kind == "v2vd" else endpoint_text(row)
+
+
+__all__ = ["STUDY", "endpoint_text", "marker", "prediction_word"]

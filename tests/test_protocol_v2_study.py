@@ -1,0 +1,111 @@
+"""The front page's protocol-v2 markers read ``asyncpp-study``'s report of a study file: counts
+of the runs made, the lr chosen on the selection seeds, each endpoint's numbers and its
+prediction's fate — pending until every declared run is on disk."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from asyncpp.study import runner, spec
+from asyncpp.study.ladder import protocol_v2_study as v2
+from asyncpp.study.ladder import report_markers
+
+ROOT = Path(__file__).resolve().parents[1]
+
+STUDY = f"""
+[study]
+name = "v2like"
+base = "{ROOT / 'configs' / 'tiny.toml'}"
+out = "out"
+[cells.sync]
+"optimizer.name" = "adamw"
+[cells.async]
+"optimizer.name" = "adamw"
+"pipeline.schedule" = "2bw"
+"pipeline.simulate" = true
+[seeds]
+selection = [7, 8]
+claims = [0, 1, 2, 3]
+[lr]
+grid = [0.01, 0.02, 0.04]
+[[endpoints]]
+name = "P1"
+test = "difference"
+a = "async"
+b = "sync"
+alternative = "greater"
+primary = true
+[[endpoints]]
+name = "P2"
+test = "equivalence"
+a = "async"
+b = "sync"
+margin = 0.5
+primary = true
+"""
+
+
+def _write(s, r, value):
+    runner.write_json(r.result, {"key": r.key, "cell": r.cell, "seed": r.seed, "role": r.role,
+                                 "value": value, "tokens": 1024, "tokens_per_param": 1.0,
+                                 "params": 1024})
+
+
+def test_markers_follow_the_study_from_selection_to_verdict(tmp_path):
+    path = tmp_path / "study.toml"
+    path.write_text(STUDY)
+    v2._state.cache_clear()
+    assert v2.marker("v2runs", (), path) == "0 of 8"
+    assert v2.marker("v2sel", (), path) == "0 of 12"
+    assert v2.marker("v2lr", ("sync",), path) == "selection under way"
+    assert v2.marker("v2", ("P1",), path) == "no claims run yet"
+    assert v2.marker("v2family", (), path) == "pending (0 of 8 runs of the primaries made)"
+    s = spec.load(path)
+    for r in runner.selection_runs(s):
+        _write(s, r, abs(r.lr - 0.02) + 0.01 * r.seed)  # lr* 0.02, interior
+    v2._state.cache_clear()
+    assert v2.marker("v2sel", (), path) == "12 of 12"
+    assert v2.marker("v2lr", ("sync",), path) == "0.02"
+    claims, waiting = runner.claims_runs(s)
+    assert not waiting and len(claims) == 8
+    gap = {0: 0.10, 1: 0.12, 2: 0.09, 3: 0.11}
+    last = None
+    for r in claims:
+        if (r.cell, r.seed) == ("async", 3):
+            last = r
+            continue
+        _write(s, r, 3.0 + r.seed * 0.01 + (gap[r.seed] if r.cell == "async" else 0.0))
+    v2._state.cache_clear()
+    assert v2.marker("v2runs", (), path) == "7 of 8"
+    assert v2.marker("v2vd", ("P1",), path) == "pending (1 declared run(s) missing)"
+    assert v2.marker("v2", ("P1",), path).endswith("(3 seeds)")  # interim numbers shown
+    _write(s, last, 3.03 + gap[3])
+    v2._state.cache_clear()
+    assert v2.marker("v2family", (), path) == "judged (Holm over 2)"
+    assert v2.marker("v2vd", ("P1",), path) == "holds"
+    assert v2.marker("v2vd", ("P2",), path) == "holds"  # 0.105 ± small within ±0.5
+    text = v2.marker("v2", ("P1",), path)
+    assert text.startswith("+0.105, 90 % [") and "Holm p = " in text and text.endswith(
+        "(4 seeds)")
+    with pytest.raises(KeyError, match="no endpoint 'P9'"):
+        v2.marker("v2", ("P9",), path)
+    with pytest.raises(KeyError, match="no cell 'x'"):
+        v2.marker("v2lr", ("x",), path)
+
+
+def test_an_unestablished_prediction_reads_so():
+    row = {"verdict": "not established", "estimate": 0.01, "lo": -0.02, "hi": 0.04,
+           "p": 0.3, "p_holm": 0.6, "n": 14, "interval_level": 0.95}
+    assert v2.prediction_word(row) == "not established"
+    assert v2.endpoint_text(row) == "+0.010, 95 % [−0.020, +0.040], p = 0.300, Holm p = 0.600 " \
+                                    "(14 seeds)"
+    assert v2.prediction_word({"verdict": "pending (3 declared run(s) missing)"}) == \
+        "pending (3 declared run(s) missing)"
+
+
+def test_the_pages_protocol_v2_markers_are_registered():
+    for key in ("opt-180k/v2runs", "opt-180k/v2family", "opt-180k/v2sel",
+                "opt-180k/v2lr/muon-sync", "opt-180k/v2/P1", "opt-180k/v2vd/P5"):
+        assert report_markers.number(key)
