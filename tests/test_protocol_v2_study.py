@@ -109,3 +109,19 @@ def test_the_pages_protocol_v2_markers_are_registered():
     for key in ("opt-180k/v2runs", "opt-180k/v2family", "opt-180k/v2sel",
                 "opt-180k/v2lr/muon-sync", "opt-180k/v2/P1", "opt-180k/v2vd/P5"):
         assert report_markers.number(key)
+
+
+def test_a_report_mid_sweep_shows_the_chosen_lrs_and_pending_endpoints(tmp_path):
+    from asyncpp.study import report
+    path = tmp_path / "study.toml"
+    path.write_text(STUDY)
+    s = spec.load(path)
+    with pytest.raises(spec.StudyError, match="no results under"):
+        report.write_report(s)
+    for r in runner.selection_runs(s):
+        _write(s, r, abs(r.lr - 0.04) + 0.01 * r.seed)
+    report.write_report(s)
+    tables = (s.root / "tables.md").read_text()
+    assert "| P1: async − sync | difference | – |" in tables
+    assert tables.count("pending (8 declared run(s) missing)") == 2
+    assert "| sync | 0.04 | mean" in tables  # the learning rates chosen so far

@@ -65,21 +65,19 @@ def evaluate(ep: Endpoint, cells: dict[str, dict[int, dict]]) -> dict:
     verdict it would have on its own p."""
     v = {c: _metric(r) for c, r in cells.items()}
     row: dict = {"name": ep.name, "test": ep.test, "primary": ep.primary,
-                 "prediction": ep.prediction, "margin": ep.margin}
+                 "prediction": ep.prediction, "margin": ep.margin, "what": _what(ep)}
     try:
         if ep.test == "difference":
             iv = _sided(paired_t(v[ep.a], v[ep.b], alpha=_alpha(ep)), ep.alternative)
-            row.update(what=f"{ep.a} − {ep.b}", interval_level=1 - _alpha(ep),
-                       alternative=ep.alternative)
+            row.update(interval_level=1 - _alpha(ep), alternative=ep.alternative)
         elif ep.test == "equivalence":
             iv = tost(v[ep.a], v[ep.b], ep.margin)
-            row.update(what=f"{ep.a} − {ep.b}", interval_level=1 - 2 * ALPHA)
+            row.update(interval_level=1 - 2 * ALPHA)
         elif ep.test == "share":
             iv = _sided(share_at_least(v[ep.none], v[ep.corr], v[ep.sync], ep.s,
                                        alpha=_alpha(ep)), ep.alternative)
             sh = fieller_share(v[ep.none], v[ep.corr], v[ep.sync])
-            row.update(what=f"({ep.none} − {ep.corr}) − {ep.s:g}·({ep.none} − {ep.sync})",
-                       interval_level=1 - _alpha(ep), s=ep.s, alternative=ep.alternative,
+            row.update(interval_level=1 - _alpha(ep), s=ep.s, alternative=ep.alternative,
                        share={"estimate": sh.estimate, "lo": sh.lo, "hi": sh.hi,
                               "interval": "Fieller", "level": 1 - ALPHA})
         else:
@@ -91,15 +89,22 @@ def evaluate(ep: Endpoint, cells: dict[str, dict[int, dict]]) -> dict:
             iv = _sided(per_seed_slope(pts, alpha=_alpha(ep)) if ep.per_seed else
                         gap_slope([q for k in sorted(pts) for q in pts[k]], alpha=_alpha(ep)),
                         ep.alternative)
-            row.update(what=f"gap per doubling of {ep.x}"
-                       + (", fitted per seed" if ep.per_seed else ""),
-                       interval_level=1 - _alpha(ep), alternative=ep.alternative)
+            row.update(interval_level=1 - _alpha(ep), alternative=ep.alternative)
     except TooFewSeeds as e:
         row.update(estimate=None, lo=None, hi=None, p=None, n=0, seeds=[],
                    verdict=f"too few seeds: {e}")
         return row
     row.update(estimate=iv.estimate, lo=iv.lo, hi=iv.hi, p=iv.p, n=iv.n, seeds=list(iv.seeds))
     return row
+
+
+def _what(ep: Endpoint) -> str:
+    """The quantity ``ep`` tests, in the cells' names."""
+    if ep.test in ("difference", "equivalence"):
+        return f"{ep.a} − {ep.b}"
+    if ep.test == "share":
+        return f"({ep.none} − {ep.corr}) − {ep.s:g}·({ep.none} − {ep.sync})"
+    return f"gap per doubling of {ep.x}" + (", fitted per seed" if ep.per_seed else "")
 
 
 def _alpha(ep: Endpoint) -> float:
@@ -243,11 +248,14 @@ def tables(study: Study, cells: dict, lrs: dict, rows: list[dict],
 
 def write_report(study: Study) -> list[Path]:
     """Write ``tables.md``, ``figures/`` and ``report.json`` under ``study.root``; returns
-    the files written. :class:`StudyError` when no claims result is on disk."""
+    the files written. Mid-sweep it reports what is on disk (the learning rates chosen so far,
+    every endpoint pending); :class:`StudyError` when no result at all is on disk."""
     cells = cell_values(study)
-    if not any(cells.values()):
-        raise StudyError(f"{study.path}: no results under {study.root / 'results'}; run "
-                         f"`asyncpp-study run {study.path}` first")
+    selected = any(runner.done(r) for r in runner.selection_runs(study))
+    if not any(cells.values()) and not selected:
+        raise StudyError(f"{study.path}: no results under {study.root / 'results'} or "
+                         f"{study.root / 'selection'}; run `asyncpp-study run {study.path}` "
+                         f"first")
     lrs = runner.chosen_lrs(study) if study.tunes_lr else {}
     rows = judge(study, cells)
     figs = draw_cells(study, {c: _metric(r) for c, r in cells.items()},
