@@ -91,6 +91,12 @@ def _fake_result(study, r: runner.Run, value: float) -> None:
                                  "tokens_per_param": 1.0, "params": 1024})
 
 
+def _endpoints(*eps: dict) -> str:
+    """``[[endpoints]]`` tables of a study file, one per dict (JSON scalars are TOML's)."""
+    return "".join("\n[[endpoints]]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in e.items())
+                   for e in eps)
+
+
 def _study(tmp_path: Path, extra: str = "", cells: str = "") -> spec.Study:
     p = tmp_path / "s.toml"
     p.write_text(f"""
@@ -207,15 +213,9 @@ def test_an_endpoint_missing_a_declared_seed_is_pending_and_holds_back_the_prima
     lack one is pending (interim numbers, no verdict), and no primary is judged while another
     primary is pending; a complete exploratory endpoint is judged on its own p."""
     cells = "[cells.c]\n\"optimizer.name\" = \"muon\"\n"
-    eps = "".join(f"""
-[[endpoints]]
-name = "{n}"
-test = "difference"
-a = "{a}"
-b = "c"
-primary = {str(prim).lower()}
-""" for n, a, prim in (("ac", "a", True), ("bc", "b", True), ("x", "a", False),
-                       ("y", "b", False)))
+    eps = _endpoints(*({"name": n, "test": "difference", "a": a, "b": "c", "primary": prim}
+                       for n, a, prim in (("ac", "a", True), ("bc", "b", True),
+                                          ("x", "a", False), ("y", "b", False))))
     s = _study(tmp_path, extra=eps, cells=cells)
     s = dataclasses.replace(s, claims_seeds=(0, 1, 2, 3))
     vals = {"a": [3.0, 3.0, 3.3, 3.2], "b": [3.0, 3.4, 3.1, 3.2], "c": [2.5, 2.55, 2.7, 2.6]}
@@ -373,14 +373,9 @@ def test_the_low_edge_widens_downwards_at_the_grid_ratio(tmp_path):
 
 def test_one_sided_endpoints_take_the_one_sided_p_and_their_own_direction(tmp_path):
     cells = "[cells.c]\n\"optimizer.name\" = \"muon\"\n"
-    eps = "".join(f"""
-[[endpoints]]
-name = "{n}"
-test = "difference"
-a = "a"
-b = "c"
-alternative = "{alt}"
-""" for n, alt in (("two", "two-sided"), ("gt", "greater"), ("lt", "less")))
+    eps = _endpoints(*({"name": n, "test": "difference", "a": "a", "b": "c",
+                        "alternative": alt}
+                       for n, alt in (("two", "two-sided"), ("gt", "greater"), ("lt", "less"))))
     s = _study(tmp_path, extra=eps, cells=cells)
     s = dataclasses.replace(s, claims_seeds=(0, 1, 2, 3))
     vals = {"a": [3.0, 3.1, 3.3, 3.2], "b": [3.0] * 4, "c": [2.9, 2.95, 3.1, 3.05]}
