@@ -79,7 +79,7 @@ def test_markers_follow_the_study_from_selection_to_verdict(tmp_path):
         _write(s, r, 3.0 + r.seed * 0.01 + (gap[r.seed] if r.cell == "async" else 0.0))
     v2._state.cache_clear()
     assert v2.marker("v2runs", (), path) == "7 of 8"
-    assert v2.marker("v2vd", ("P1",), path) == "pending (1 declared run(s) missing)"
+    assert v2.marker("v2vd", ("P1",), path) == "pending: 1 run to go"
     assert v2.marker("v2", ("P1",), path).endswith("(3 seeds)")  # interim numbers shown
     _write(s, last, 3.03 + gap[3])
     v2._state.cache_clear()
@@ -101,8 +101,10 @@ def test_an_unestablished_prediction_reads_so():
     assert v2.prediction_word(row) == "not established"
     assert v2.endpoint_text(row) == "+0.010, 95 % [−0.020, +0.040], p = 0.300, Holm p = 0.600 " \
                                     "(14 seeds)"
-    assert v2.prediction_word({"verdict": "pending (3 declared run(s) missing)"}) == \
-        "pending (3 declared run(s) missing)"
+    assert v2.prediction_word({"verdict": "pending (3 declared run(s) missing)",
+                               "missing": 3}) == "pending: 3 runs to go"
+    assert v2.prediction_word({"verdict": "pending (the primary family waits for P3)",
+                               "missing": 0}) == "pending: the other primaries' runs"
 
 
 def test_the_pages_protocol_v2_markers_are_registered():

@@ -13,7 +13,8 @@ Markers (``opt-180k/KIND/ARGS`` in the pages, filled by ``report.py --fill-readm
 - ``v2/E`` — endpoint E's estimate, its interval (90 % for a one-sided test, as its one-sided
   95 % bound), p, Holm's p once the family is complete, and the seeds; "no claims run yet";
 - ``v2vd/E`` — E's prediction: "holds" (the study's verdict establishes it), "not established",
-  or "pending (…)" while a declared run is missing (the report's rule: a test runs once).
+  "pending: N runs to go" while its cells lack N declared runs, "pending: the other
+  primaries' runs" while its family is incomplete (the report's rule: a test runs once).
 
 The verdicts are the study report's (``asyncpp.study.report.judge``), not recomputed here.
 """
@@ -58,8 +59,13 @@ def endpoint_text(row: dict) -> str:
 def prediction_word(row: dict) -> str:
     """The study's verdict as the fate of the endpoint's prediction."""
     v = row.get("verdict", "")
-    if v.startswith("pending") or v.startswith("too few seeds") or not v:
-        return v.split(":")[0] or "pending"
+    if row.get("missing"):
+        n = row["missing"]
+        return f"pending: {n} run{'' if n == 1 else 's'} to go"
+    if v.startswith("pending"):
+        return "pending: the other primaries' runs"
+    if not v or v.startswith("too few seeds"):
+        return "pending"
     return "not established" if v == "not established" else "holds"
 
 
