@@ -46,6 +46,10 @@ def test_the_tiny_study_runs_resumes_and_reports(tmp_path):
         prov = rec["provenance"]
         assert len(prov["tokenizer_sha256"]) == 64 and prov["cpu"]
         assert prov["packages"]["torch"] and "commit_at_start" in prov and "dirty" in prov
+        assert "manifest_content_sha256" in prov and "subnormals_flushed" in rec
+        assert rec["subnormals_flushed"] == summary["subnormals_flushed"]
+        # the resolved configuration: the cell's options and the seed applied to the base
+        assert rec["config"]["run"]["seed"] == seed and rec["config"]["train"]["steps"] == 4
         assert not list(out.rglob("*.tmp"))
         # per-step curves, gradient and update norms among them (the study tracks updates)
         cur = rec["curves"]

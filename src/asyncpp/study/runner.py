@@ -237,7 +237,8 @@ def _resumable(rdir: Path) -> bool:
 
 
 def result_of(study: Study, run: Run, code: dict, wall_s: float) -> dict:
-    """The result record of a finished run (its summary, regime and provenance)."""
+    """The result record of a finished run: its summary, regime, resolved configuration, the
+    float mode it trained in (subnormals flushed or not) and provenance."""
     rdir = run_dir(study, run.key)
     summary = json.loads((rdir / "summary.json").read_text())
     cfg = json.loads((rdir / "config.json").read_text())
@@ -251,6 +252,8 @@ def result_of(study: Study, run: Run, code: dict, wall_s: float) -> dict:
             "final_val_loss": summary.get("final_val_loss"),
             "final_train_loss": summary.get("final_train_loss"),
             "params": summary["params"], "steps": summary["steps"], **reg,
+            "subnormals_flushed": summary.get("subnormals_flushed"),
+            "config": cfg,  # resolved: the run re-runs from this record without the base file
             "wall_s": wall_s, "run_dir": str(rdir.relative_to(study.root)),
             "curves": read_curves(rdir / "metrics.jsonl"),
             "finished_utc": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -259,6 +262,8 @@ def result_of(study: Study, run: Run, code: dict, wall_s: float) -> dict:
                            "python": sys.version.split()[0],
                            "tokenizer_sha256": data.get("tokenizer_sha256"),
                            "manifest_sha256": data.get("manifest_sha256"),
+                           # the manifest without its build record: equal for equal corpora
+                           "manifest_content_sha256": data.get("manifest_content_sha256"),
                            "corpus_id": data.get("corpus_id"),
                            "data": data.get("description")}}
 
