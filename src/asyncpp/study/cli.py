@@ -5,6 +5,8 @@
   first every lr-selection run, then the claims runs with each cell's chosen lr.
 - ``status STUDY`` — runs done / left and the lr chosen per cell.
 - ``report STUDY`` — ``tables.md``, ``figures/`` and ``report.json`` in the study's folder.
+- ``reproduce STUDY RESULT [--keep DIR]`` — re-run one result from its record and say whether it
+  lands bit for bit, or how far and from which step (``asyncpp.study.reproduce``).
 
 A ladder study (``[study] kind = "ladder"``, the project's own tiers in ``experiments/``) is
 reported by :func:`asyncpp.study.ladder.report_tier`; ``plan``/``status`` list its tables
@@ -12,7 +14,8 @@ through the sweep and ``run`` starts ``experiments/ladder.sh`` lanes
 (:mod:`asyncpp.study.ladder.study_commands`).
 
 Exit codes: 0 done; 1 a run failed; 2 bad input (one line on stderr); 3 the deadline stopped
-the study with runs left (run again to continue).
+the study with runs left (run again to continue); 4 ``reproduce`` re-ran the result and it
+differs from the record.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from pathlib import Path
 
 from . import runner
 from .report import write_report
+from .reproduce import main_reproduce
 from .spec import Study, StudyError, load
 
 PROG = "asyncpp-study"
@@ -69,15 +73,22 @@ def build_parser() -> _Parser:
                  epilog="examples:\n  asyncpp-study plan configs/study-tiny.toml\n"
                  "  asyncpp-study run configs/study-tiny.toml --lanes 2\n"
                  "  asyncpp-study report configs/study-tiny.toml\n"
+                 "  asyncpp-study reproduce configs/study-tiny.toml "
+                 "runs/study-tiny/results/sync/seed0.json\n"
                  "  asyncpp-study report experiments/opt-180k/study.toml",
                  formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
     sub = ap.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for name, text in (("plan", "list the runs and which are on disk"),
                        ("run", "train the runs not on disk"),
                        ("status", "runs done and left, lr chosen per cell"),
-                       ("report", "write tables.md, figures/ and report.json")):
+                       ("report", "write tables.md, figures/ and report.json"),
+                       ("reproduce", "re-run one result from its record and compare")):
         p = sub.add_parser(name, help=text, description=text)
         p.add_argument("study", metavar="STUDY", help="the study file (TOML)")
+        if name == "reproduce":
+            p.add_argument("result", metavar="RESULT", help="a result JSON of the study")
+            p.add_argument("--keep", metavar="DIR", help="keep the re-run and "
+                           "reproduction.json in DIR (default: a temporary folder, removed)")
         p.add_argument("--out", metavar="DIR", help="the study's folder (default: [study] out, "
                        "else runs/<name>)")
         if name == "run":
@@ -120,6 +131,9 @@ def main(argv: list[str] | None = None) -> int:
     except (StudyError, ValueError) as e:
         _say(f"error: {e}")
         return 2
+    if args.command == "reproduce" and study.kind == "ladder":
+        _say("error: a ladder study's results re-run with experiments/reproduce.py")
+        return 2
     if study.kind == "ladder":
         # imported here, not at the top: the ladder reads experiments/ when imported, which
         # only a checkout of the project has
@@ -146,6 +160,8 @@ def main(argv: list[str] | None = None) -> int:
                              + (f"; {ch['note']}" if ch["note"] else ""))
         print("\n".join(lines))
         return 0
+    if args.command == "reproduce":
+        return main_reproduce(study, args.result, args.keep)
     if args.command == "report":
         try:
             paths = write_report(study)
