@@ -3,6 +3,11 @@ run is nudged by a rounding-sized amount, beside the spread over seeds.
 
     python experiments/chaos.py [--cells muon-sync,adamw-sync] [--seed 0] [--repeats 3]
                                 [--results DIR] [--deadline UNIX_TIME] [--list]
+    python experiments/chaos.py --v2-study [--cells …] [--seed 0] [--repeats 3]
+    python experiments/chaos.py --v2-report
+
+(``--v2-study`` writes protocol v2's chaos study for ``asyncpp-study`` to run, ``--v2-report``
+prints its spreads: ``asyncpp.study.ladder.protocol_v2_chaos``.)
 
 Run j (0..R) of a cell trains the cell exactly as ``opt-claims`` does at ``--seed``, with
 its peak learning rate moved j units in the last place *of float32*, the precision the
@@ -22,6 +27,7 @@ import argparse
 import json
 import math
 import statistics
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -84,9 +90,33 @@ def report(tier, cells: list[str], seed: int, repeats: int, results: Path) -> st
     return "\n".join(lines)
 
 
+def _v2(args) -> int:
+    """``--v2-study`` / ``--v2-report``: protocol v2's cells (``protocol_v2_chaos``)."""
+    from .. import spec
+    from . import protocol_v2_chaos as v2c
+    if args.v2_report:
+        print(v2c.report(seed=args.seed), end="")
+        return 0
+    cells = v2c.CELLS if args.cells == CELLS_DEFAULT else tuple(
+        c for c in args.cells.split(",") if c)
+    try:
+        text = v2c.chaos_study_text(spec.load(v2c.STUDY), cells, args.seed, args.repeats)
+    except spec.StudyError as e:
+        print(f"chaos.py: error: {e}", file=sys.stderr)
+        return 2
+    tmp = v2c.CHAOS.with_name(f".{v2c.CHAOS.name}.tmp")
+    tmp.write_text(text)
+    tmp.replace(v2c.CHAOS)
+    print(v2c.CHAOS)
+    return 0
+
+
+CELLS_DEFAULT = "muon-sync,adamw-sync"
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--cells", default="muon-sync,adamw-sync")
+    ap.add_argument("--cells", default=CELLS_DEFAULT)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--results", default=str(EXPERIMENTS / TIER / "chaos"))
@@ -94,9 +124,16 @@ def main(argv=None) -> int:
     ap.add_argument("--run-estimate-s", type=float, default=400.0)
     ap.add_argument("--list", action="store_true", help="list the runs still to do")
     ap.add_argument("--report", action="store_true", help="print the spreads, run nothing")
+    ap.add_argument("--v2-study", action="store_true",
+                    help="write protocol v2's chaos study (protocol-v2/chaos.toml) for "
+                    "asyncpp-study to run (asyncpp.study.ladder.protocol_v2_chaos)")
+    ap.add_argument("--v2-report", action="store_true",
+                    help="print protocol v2's chaos spreads beside its seed sds")
     args = ap.parse_args(argv)
     if args.repeats < 1:
         ap.error("--repeats must be >= 1")
+    if args.v2_study or args.v2_report:
+        return _v2(args)
     tier = sweep.get_tier(TIER)
     cells = [c for c in args.cells.split(",") if c]
     results = Path(args.results)
