@@ -68,12 +68,13 @@ def test_report_from_synthetic_results(tmp_path):
     assert "## Table 1" in md and "## Table 6" in md
     # AdamW: gap 0.1, EF leaves 0.05 → 50 % recovered; paired gap identical for both seeds.
     row = next(line for line in md.splitlines() if line.startswith("| AdamW | 0.01 |"))
-    assert row == "| AdamW | 0.01 | 3.005 ± 0.007 | 3.105 ± 0.007 | 3.055 ± 0.007 | 50 % (50, 50) |"
+    # the share with Fieller's interval: no spread in either gap, so the interval is the point
+    assert row == "| AdamW | 0.01 | 3.005 ± 0.007 | 3.105 ± 0.007 | 3.055 ± 0.007 | 50 % [50, 50] |"
     assert "| optimizer | lr | sync (n=2) | async (2BW, τ = 1) (n=2) |" in md  # n in the header
     assert "| AdamW | async − sync | +0.100 ± 0.000 | [+0.100, +0.100] | 2/2 | worse |" in md
     assert "diverged (1/1)" in md
     assert "Pearson correlation" in md
-    assert "## GPU runbook" in md and "| Muon | 3.000 | 3.200 | 3.100 | 50 % (50) |" in md
+    assert "## GPU runbook" in md and "| Muon | 3.000 | 3.200 | 3.100 | 50 % (1 seed) |" in md
     assert "## The zero-gap table" in md
     assert max(line.count("|") - 1 for line in md.splitlines() if line.startswith("|")) <= 7
     figs = sorted(p.name for p in (tmp_path / "out" / "figures").glob("*.png"))
@@ -319,7 +320,7 @@ def test_efg_and_why_gap_tables_from_synthetic_results(tmp_path):
     for f, v in ((0.5, 3.2), (1.0, 3.0), (2.0, 3.1)):
         add(f"muon-sync-beta0.8-lrx{f:g}", 0, v)
     md = report.table_h1(R)
-    assert ("| AdamW | 1 | 0.01 | 3.000 ± 0.000 | 4.000 ± 0.000 | 3.500 ± 0.000 | 50 % (50, 50) |"
+    assert ("| AdamW | 1 | 0.01 | 3.000 ± 0.000 | 4.000 ± 0.000 | 3.500 ± 0.000 | 50 % [50, 50] |"
             in md)
     assert "| AdamW | 1 | async − sync | +1.000 ± 0.000 | [+1.000, +1.000] | 2/2 | worse |" in md
     assert "| AdamW | 1 | EF − sync | +0.500 ± 0.000 |" in md
@@ -328,12 +329,14 @@ def test_efg_and_why_gap_tables_from_synthetic_results(tmp_path):
     assert report.h2_best(R, "adamw", "async") == (0.125, 2)
     h2 = report.table_h2(R)
     # tuned EF: (3.5 − 3.4)/(3.5 − 3.0) with async and EF at lr*/8, sync at lr*
-    assert "| AdamW | 1 (2 of 4) | 1/8 (2 of 4) | 1/8 (2 of 4) | 20 % (20, 20) |" in h2
+    assert "| AdamW | 1 (2 of 4) | 1/8 (2 of 4) | 1/8 (2 of 4) | 20 % [20, 20] |" in h2
     # tuned: async at lr*/8 (3.5) − sync at lr* (3.0)
     assert "| AdamW | async − sync, tuned | +0.500 ± 0.000 |" in h2
     depth = report.table_efg_depth(R)
-    # share differences +25, +5 pp: sd 14.1, t_{0.975,1} = 12.706, half-width 127
-    assert "| 4 | 50 % (50, 50) | 65 % (75, 55) | +15 ± 14 pp [−112, +142], 2/2 |" in depth
+    # the gap 0.4 on both seeds (no spread), so Fieller's interval is the t-interval of the
+    # numerator over 0.4: EF(γ*) recovers 0.30, 0.22 → 65 % ± 12.706 · 0.04 / 0.4 = [−62, 192];
+    # its gain over EF, (0.10, 0.02) / 0.4 → +15 pp ± 127 = [−112, +142], both seeds positive
+    assert "| 4 | 50 % [50, 50] | 65 % [−62, 192] | +15 pp [−112, +142], 2/2 |" in depth
     assert "| 4 | EF(γ*) − EF | −0.060 ± 0.057 | [−0.568, +0.448] | 2/2 | within noise |" in depth
     assert "| 4 | PipeDream − 2BW | +0.400 ± 0.000 |" in depth
     assert "| 8 | — | — | — | — |" in depth
@@ -372,7 +375,8 @@ def test_h5_table_reads_every_adan_grid_paired_by_seed():
     assert len(rows) == len(report.H1_FRACTIONS) + 5
     assert len([ln for ln in cmp.splitlines() if ln.startswith("| 0.")]) == len(rows)
     star = next(ln for ln in rows if ln.startswith("| 0.9, 0.92, 0.99 (Table 1, H1) | 0.01 |"))
-    assert star.endswith("| 3.000 ± 0.000 | 4.000 ± 0.000 | 3.550 ± 0.071 | 45 % (50, 40) |")
+    # EF recovers 0.5, 0.4 of a gap of 1.0 (no spread): 45 % ± 12.706 · 0.05 = [−19, 109]
+    assert star.endswith("| 3.000 ± 0.000 | 4.000 ± 0.000 | 3.550 ± 0.071 | 45 % [−19, 109] |")
     assert ("| 0.9, 0.92, 0.99 (Table 1, H1) | 0.01 | +1.000 ± 0.000 | [+1.000, +1.000] | 2/2 "
             "| worse |") in cmp
     b98 = next(ln for ln in rows if ln.startswith("| 0.98, 0.92, 0.99 (reference) | 0.01 |"))
@@ -383,8 +387,9 @@ def test_h5_table_reads_every_adan_grid_paired_by_seed():
 
 def test_nag_and_wpipe_tables_from_synthetic_results(tmp_path, monkeypatch):
     """Tables nag and wpipe (issue 23) from synthetic results: cells not run show "—", shares
-    and the gap ratio are on the seed means with the seeds' own values in parentheses, the
-    Nesterov − EF(γ*) column is paired by seed; both sections and nag_depth.png are written."""
+    and the gap ratio are on the seed means (shares with Fieller's interval, the gap ratio
+    with the seeds' own values in parentheses), the Nesterov − EF(γ*) column is paired by
+    seed; both sections and nag_depth.png are written."""
     R = {}
 
     def add(cell, seed, val):
@@ -405,7 +410,8 @@ def test_nag_and_wpipe_tables_from_synthetic_results(tmp_path, monkeypatch):
     nag = report.table_nag(R)
     assert ("| Muon | 2BW (τ = 1,1,1,1) | 4.400 ± 0.000 | 4.200 ± 0.000 | 4.140 ± 0.057 | "
             "4.100 ± 0.000 |") in nag
-    assert "| Muon | 2BW (τ = 1,1,1,1) | 50 % (50, 50) | 65 % (75, 55) | 75 % (75, 75) |" in nag
+    # EF(γ*) recovers 0.30, 0.22 of a gap of 0.4: 65 % ± 12.706 · 0.04 / 0.4 = [−62, 192]
+    assert "| Muon | 2BW (τ = 1,1,1,1) | 50 % [50, 50] | 65 % [−62, 192] | 75 % [75, 75] |" in nag
     # Nesterov − EF(γ*) per seed: 0 and −0.08; one seed negative, one tied
     assert ("| Muon | 2BW (τ = 1,1,1,1) | Nesterov − EF(γ*) | −0.040 ± 0.057 | [−0.548, +0.468] "
             "| 1/2 | within noise |") in nag
@@ -413,7 +419,7 @@ def test_nag_and_wpipe_tables_from_synthetic_results(tmp_path, monkeypatch):
     assert "| AdamW | PipeDream (τ = 3,2,1,0) | — | — | — | — |" in nag
     wp = report.table_wpipe(R)
     assert "| AdamW | 3.000 ± 0.000 | 3.100 ± 0.000 | 3.050 ± 0.000 | 3.400 ± 0.000 | — |" in wp
-    assert "| AdamW | 50 % (50, 50) | — | 0.25 (0.25, 0.25) |" in wp
+    assert "| AdamW | 50 % [50, 50] | — | 0.25 (0.25, 0.25) |" in wp
     assert "| AdamW | WPipe − 2BW | −0.300 ± 0.000 | [−0.300, −0.300] | 2/2 | better |" in wp
     assert "| Muon | 4.000 ± 0.000 | — | — | 4.400 ± 0.000 | 4.200 ± 0.000 |" in wp
     monkeypatch.setitem(report_markers._R_CACHE, "tiny", R)

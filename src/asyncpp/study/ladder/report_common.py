@@ -365,13 +365,14 @@ def paper_share(o: str) -> float | None:
 def share_val(R, s: str, a: str, c: str, seeds=None) -> Val:
     """The share c recovers of the gap a − s as every page states it: the ratio of the mean
     gaps with Fieller's 95 % interval, "54 % [35, 81]", or "41 % [interval unbounded]" while
-    the gap itself is not established; with n."""
+    the gap itself is not established, "50 % (1 seed)" on a single seed; with n."""
     x, _ = share(R, s, a, c, seeds)
     if x is None:
         return Val("—")
     sh = protocol.fieller_share(*(vals(R, v, seeds) for v in (s, a, c)))
     if sh.share is None:
-        return Val("—")
+        # one common seed: the share on it, and no interval to put beside it
+        return Val(minus(f"{x:.0f} % (1 seed)") if sh.n == 1 else "—", sh.n)
     text = sh.text() if sh.lo is not None else f"{sh.share:.0f} % [interval unbounded]"
     return Val(minus(text), sh.n)
 
