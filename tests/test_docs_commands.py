@@ -62,7 +62,7 @@ def plan(cmd: str) -> tuple[str, str]:
         (r"torchrun\b.*configs/(smollm|moe)", "print-config", "needs GPUs"),
         (r"torchrun\b.*--nproc-per-node=2\b", "torchrun", "runs 2 ranks (gloo), shortened"),
         (r"^(\.venv/bin/)?asyncpp-study (plan|status) ", "run", "reads the study, runs nothing"),
-        (r"^(\.venv/bin/)?asyncpp-study (run|report) configs/study-tiny\.toml",
+        (r"^(\.venv/bin/)?asyncpp-study (run|report|reproduce) configs/study-tiny\.toml",
          "study", "runs the tiny study into a temporary folder"),
         (r"^(\.venv/bin/)?python -m theory\b", "run", "checks every proof step"),
         (r"^(HYPOTHESIS_PROFILE=\w+ )?(\.venv/bin/)?pytest verify/", "collect",
@@ -141,11 +141,16 @@ def study_out(tmp_path_factory):
 
 @pytest.mark.parametrize("doc,cmd", _ids("study"))
 def test_study_command_runs(doc, cmd, study_out):
-    if " report " in f" {cmd} " and not (study_out / "results").exists():
+    reads = " report " in f" {cmd} " or " reproduce " in f" {cmd} "
+    if reads and not (study_out / "results").exists():
         _run(f"asyncpp-study run configs/study-tiny.toml --out {study_out}", ROOT, timeout=1500)
-    _run(f"{cmd} --out {study_out}", ROOT, timeout=1500)
+    # a result the documentation names under the default folder lies in the test's folder
+    res = _run(f"{cmd.replace('runs/study-tiny/', f'{study_out}/')} --out {study_out}", ROOT,
+               timeout=1500)
     if " report " in f" {cmd} ":
         assert (study_out / "tables.md").is_file() and (study_out / "report.json").is_file()
+    if " reproduce " in f" {cmd} ":
+        assert ": bit for bit" in res.stdout, res.stdout
 
 
 @pytest.mark.parametrize("doc,cmd", _ids("print-config"))

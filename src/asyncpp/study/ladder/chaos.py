@@ -30,25 +30,15 @@ import statistics
 import sys
 from pathlib import Path
 
-import numpy as np
-
+from .. import spec
+from . import protocol_v2_chaos as v2c
 from . import sweep, tables_opt
+from .nudge import nudged
 from .paths import EXPERIMENTS
 from .tables_cells import result_path
 
 TIER = "opt-180k"
 CLAIMS_SEEDS = (0, 1, 2, 3, 4)
-
-
-def nudged(lr: float, ulps: int) -> float:
-    """``lr`` rounded to float32 and moved ``ulps`` float32 units in the last place upwards
-    (``lr`` itself for 0)."""
-    if ulps == 0:
-        return lr
-    x = np.float32(lr)
-    for _ in range(ulps):
-        x = np.nextafter(x, np.float32(np.inf))
-    return float(x)
 
 
 def chaos_name(cell: str, ulps: int) -> str:
@@ -92,8 +82,6 @@ def report(tier, cells: list[str], seed: int, repeats: int, results: Path) -> st
 
 def _v2(args) -> int:
     """``--v2-study`` / ``--v2-report``: protocol v2's cells (``protocol_v2_chaos``)."""
-    from .. import spec
-    from . import protocol_v2_chaos as v2c
     if args.v2_report:
         print(v2c.report(seed=args.seed), end="")
         return 0

@@ -6,7 +6,7 @@
 
 For each claims cell c of ``protocol-v2/study.toml`` whose lr is chosen, the chaos study has
 cells ``c-f32ulpJ`` (J = 1..R): c's claims run at ``--seed`` with every option the same except
-the peak learning rate, moved J float32 units in the last place (``chaos.nudged``: the weights
+the peak learning rate, moved J float32 units in the last place (``nudge.nudged``: the weights
 and updates are float32, where a float64 ulp is lost). Run 0 is the claims result itself, so
 the chaos runs must be made at the claims runs' commit (the lane's) for the spread to hold no
 change of code; the report checks the commits and says so.
@@ -26,7 +26,7 @@ import statistics
 from pathlib import Path
 
 from .. import runner, spec
-from .chaos import nudged
+from .nudge import nudged
 from .paths import EXPERIMENTS
 
 STUDY = EXPERIMENTS / "opt-180k" / "protocol-v2" / "study.toml"
