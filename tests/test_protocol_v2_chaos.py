@@ -8,18 +8,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from study_files import study_head
 
 from asyncpp.study import runner, spec
 from asyncpp.study.ladder import protocol_v2_chaos as v2c
 
-ROOT = Path(__file__).resolve().parents[1]
-
-STUDY = f"""
-[study]
-name = "v2like"
-base = "{ROOT / 'configs' / 'tiny.toml'}"
-out = "out"
-[overrides]
+STUDY = study_head("v2like") + """[overrides]
 "delay.track_updates" = true
 [cells.muon-sync]
 "optimizer.name" = "muon"

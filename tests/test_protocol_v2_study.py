@@ -4,22 +4,14 @@ prediction's fate — pending until every declared run is on disk."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+from study_files import study_head
 
 from asyncpp.study import runner, spec
 from asyncpp.study.ladder import protocol_v2_study as v2
 from asyncpp.study.ladder import report_markers
 
-ROOT = Path(__file__).resolve().parents[1]
-
-STUDY = f"""
-[study]
-name = "v2like"
-base = "{ROOT / 'configs' / 'tiny.toml'}"
-out = "out"
-[cells.sync]
+STUDY = study_head("v2like") + """[cells.sync]
 "optimizer.name" = "adamw"
 [cells.async]
 "optimizer.name" = "adamw"
