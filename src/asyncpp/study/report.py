@@ -189,7 +189,8 @@ def _f(x, digits=3) -> str:
     return f"{x:+.{digits}f}".replace("-", "−")
 
 
-def _p(x) -> str:
+def p_text(x) -> str:
+    """A p-value as the report prints it (3 decimals, or 1.2e-04 below 0.001; – for none)."""
     return "–" if x is None else (f"{x:.3f}" if x >= 0.001 else f"{x:.1e}")
 
 
@@ -227,7 +228,7 @@ def tables(study: Study, cells: dict, lrs: dict, rows: list[dict],
         lvl = r.get("interval_level")
         iv = (f"[{_f(r['lo'])}, {_f(r['hi'])}] ({lvl:.0%})" if r["lo"] is not None else "–")
         md.append(f"| {r['name']}: {r.get('what', '')} | {test} | {_f(r['estimate'])} | {iv} | "
-                  f"{_p(r['p'])} | {_p(r['p_holm'])} | {r['verdict']} | {r['label']} |")
+                  f"{p_text(r['p'])} | {p_text(r['p_holm'])} | {r['verdict']} | {r['label']} |")
     shares = [r for r in rows if "share" in r]
     if shares:
         md += ["", "Shares with Fieller's 95 % interval:", ""]

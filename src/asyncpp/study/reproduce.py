@@ -34,12 +34,8 @@ from .spec import Study, StudyError
 
 def find_run(study: Study, rec: dict) -> runner.Run:
     """The run ``study`` declares under the key of ``rec``; :class:`StudyError` if none."""
-    key = rec.get("key")
-    runs = runner.selection_runs(study) + runner.claims_runs(study)[0]
-    for r in runs:
-        if r.key == key and r.seed == rec.get("seed"):
-            return r
-    for r in runs:
+    key = rec.get("key")  # the seed is part of the key
+    for r in runner.selection_runs(study) + runner.claims_runs(study)[0]:
         if r.key == key:
             return r
     raise StudyError(f"{study.path}: no run of the study has the key {key!r} of this result "

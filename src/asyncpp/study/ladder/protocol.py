@@ -71,16 +71,24 @@ def fieller_share(sync: Mapping[int, float], delayed: Mapping[int, float],
         return Share(None, None, None, len(study_stats.common(sync, delayed, corrected)))
     if not math.isfinite(f.estimate):
         return Share(None, None, None, f.n)
-    lo, hi = f.lo, f.hi
-    if not (math.isfinite(lo) and math.isfinite(hi)):
-        # bounded exactly when the gap's own interval excludes zero; an unbounded answer
-        # then is a discriminant rounded below zero (no spread in either difference), where
-        # the interval is the point N̄/D̄ itself
-        gap = study_stats.paired_t(delayed, sync)
-        if not (gap.lo > 0 or gap.hi < 0):
-            return Share(100 * f.estimate, None, None, f.n)
-        lo = hi = f.estimate
-    return Share(100 * f.estimate, 100 * lo, 100 * hi, f.n)
+    ends = _bounded(f, delayed, sync)
+    if ends is None:
+        return Share(100 * f.estimate, None, None, f.n)
+    return Share(100 * f.estimate, 100 * ends[0], 100 * ends[1], f.n)
+
+
+def _bounded(f: study_stats.Interval, delayed: Mapping[int, float],
+             sync: Mapping[int, float]) -> tuple[float, float] | None:
+    """Fieller's ends of a ratio over the gap delayed − sync, or None when the gap itself is
+    not established. Bounded exactly when the gap's interval excludes zero; an unbounded answer
+    then is a discriminant rounded below zero (no spread in either difference), where the
+    interval is the point itself."""
+    if math.isfinite(f.lo) and math.isfinite(f.hi):
+        return f.lo, f.hi
+    gap = study_stats.paired_t(delayed, sync)
+    if not (gap.lo > 0 or gap.hi < 0):
+        return None
+    return f.estimate, f.estimate
 
 
 @dataclasses.dataclass(frozen=True)
@@ -134,13 +142,10 @@ def fieller_share_gain(sync: Mapping[int, float], delayed: Mapping[int, float],
     if not math.isfinite(f.estimate):
         return ShareDiff(None, None, None, f.n)
     agree = _agree([x[k] / d[k] for k in seeds if d[k]], f.estimate)
-    lo, hi = f.lo, f.hi
-    if not (math.isfinite(lo) and math.isfinite(hi)):
-        gap = study_stats.paired_t(delayed, sync)
-        if not (gap.lo > 0 or gap.hi < 0):
-            return ShareDiff(100 * f.estimate, None, None, f.n, agree)
-        lo = hi = f.estimate  # no spread in either difference: the point itself
-    return ShareDiff(100 * f.estimate, 100 * lo, 100 * hi, f.n, agree)
+    ends = _bounded(f, delayed, sync)
+    if ends is None:
+        return ShareDiff(100 * f.estimate, None, None, f.n, agree)
+    return ShareDiff(100 * f.estimate, 100 * ends[0], 100 * ends[1], f.n, agree)
 
 
 def share_change(later: tuple[Mapping[int, float], Mapping[int, float], Mapping[int, float]],

@@ -109,9 +109,9 @@ def spread(study: spec.Study, chaos: spec.Study | None, cell: str, seed: int = 0
             if got is not None:
                 vals.append(got[0])
                 commits.add((got[1].get("commit_at_start"), got[1].get("dirty")))
-    seeds = [v for k in study.claims_of(cell)
-             if (v := (_value(study.root / "results" / cell / f"seed{k}.json") or (None,))[0])
-             is not None]
+    found = (_value(study.root / "results" / cell / f"seed{k}.json")
+             for k in study.claims_of(cell))
+    seeds = [got[0] for got in found if got is not None]
     finite = [v for v in vals if math.isfinite(v)]
     return {"cell": cell, "runs": vals,
             "chaos_sd": statistics.stdev(finite) if len(finite) > 1 else None,

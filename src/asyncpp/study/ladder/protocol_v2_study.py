@@ -25,6 +25,7 @@ import functools
 
 from .. import report as study_report
 from .. import runner, spec
+from ..report import p_text
 from .paths import EXPERIMENTS
 
 STUDY = EXPERIMENTS / "opt-180k" / "protocol-v2" / "study.toml"
@@ -42,18 +43,14 @@ def _num(x: float | None) -> str:
     return "–" if x is None else f"{x:+.3f}".replace("-", "−")
 
 
-def _p(x: float) -> str:
-    return f"{x:.3f}" if x >= 0.001 else f"{x:.1e}"
-
-
 def endpoint_text(row: dict) -> str:
     """"+0.245, 90 % [+0.140, +0.350], p = 0.004, Holm p = 0.018 (14 seeds)"."""
     if row.get("estimate") is None:
         return "no claims run yet"
     lvl = round(100 * row.get("interval_level", 0.95))
     iv = f"[{_num(row['lo'])}, {_num(row['hi'])}]"
-    holm = "" if row.get("p_holm") is None else f", Holm p = {_p(row['p_holm'])}"
-    return f"{_num(row['estimate'])}, {lvl} % {iv}, p = {_p(row['p'])}{holm} ({row['n']} seeds)"
+    holm = "" if row.get("p_holm") is None else f", Holm p = {p_text(row['p_holm'])}"
+    return f"{_num(row['estimate'])}, {lvl} % {iv}, p = {p_text(row['p'])}{holm} ({row['n']} seeds)"
 
 
 def prediction_word(row: dict) -> str:
