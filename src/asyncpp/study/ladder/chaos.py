@@ -7,7 +7,9 @@ run is nudged by a rounding-sized amount, beside the spread over seeds.
     python experiments/chaos.py --v2-report
 
 (``--v2-study`` writes protocol v2's chaos study for ``asyncpp-study`` to run, ``--v2-report``
-prints its spreads: ``asyncpp.study.ladder.protocol_v2_chaos``.)
+prints its spreads, ``asyncpp.study.ladder.protocol_v2_chaos``, and what pairing by seed
+removes from each primary contrast with the seeds its power needs at the chaos floor,
+``asyncpp.study.ladder.protocol_v2_pairing``.)
 
 Run j (0..R) of a cell trains the cell exactly as ``opt-claims`` does at ``--seed``, with
 its peak learning rate moved j units in the last place *of float32*, the precision the
@@ -32,6 +34,7 @@ from pathlib import Path
 
 from .. import spec
 from . import protocol_v2_chaos as v2c
+from . import protocol_v2_pairing as v2p
 from . import sweep, tables_opt
 from .nudge import nudged
 from .paths import EXPERIMENTS
@@ -84,6 +87,8 @@ def _v2(args) -> int:
     """``--v2-study`` / ``--v2-report``: protocol v2's cells (``protocol_v2_chaos``)."""
     if args.v2_report:
         print(v2c.report(seed=args.seed), end="")
+        print()
+        print(v2p.pairing_table(seed=args.seed), end="")
         return 0
     cells = v2c.CELLS if args.cells == CELLS_DEFAULT else tuple(
         c for c in args.cells.split(",") if c)
