@@ -33,9 +33,9 @@ import sys
 from pathlib import Path
 
 from .. import spec
+from . import protocol_v2, sweep, tables_opt
 from . import protocol_v2_chaos as v2c
 from . import protocol_v2_pairing as v2p
-from . import sweep, tables_opt
 from .nudge import nudged
 from .paths import EXPERIMENTS
 from .tables_cells import result_path
@@ -88,7 +88,8 @@ def _v2(args) -> int:
     if args.v2_report:
         print(v2c.report(seed=args.seed), end="")
         print()
-        print(v2p.pairing_table(seed=args.seed), end="")
+        fam = protocol_v2.family()
+        print(v2p.pairing_table(fam["power"], fam["alpha"], seed=args.seed), end="")
         return 0
     cells = v2c.CELLS if args.cells == CELLS_DEFAULT else tuple(
         c for c in args.cells.split(",") if c)

@@ -18,8 +18,9 @@ import math
 import statistics
 
 import tomllib
-from scipy import stats
 
+from ..power import seeds_for_power
+from . import protocol_v2_pairing as v2p
 from .paths import EXPERIMENTS
 
 TIER = EXPERIMENTS / "opt-180k"
@@ -46,31 +47,28 @@ def contrast_values(opt: str, contrast: dict, seeds) -> list[float]:
     return out
 
 
-def power_t(n: int, effect: float, sd: float, alpha: float, sided: int) -> float:
-    """Power of a one-sample t test at n (noncentral t)."""
-    df, nc = n - 1, abs(effect) / sd * math.sqrt(n)
-    crit = stats.t.ppf(1 - alpha / sided, df)
-    return float(1 - stats.nct.cdf(crit, df, nc))
-
-
-def power_tost(n: int, margin: float, sd: float, alpha: float) -> float:
-    """Power of the paired TOST at a true difference of 0 (both one-sided tests reject)."""
-    df, nc = n - 1, margin / sd * math.sqrt(n)
-    crit = stats.t.ppf(1 - alpha, df)
-    # each one-sided test misses with probability P(T' < crit); the two misses are disjoint
-    return max(0.0, float(1 - 2 * stats.nct.cdf(crit, df, nc)))
-
-
 def seeds_needed(test: str, effect: float, sd: float, alpha: float, power: float,
                  margin: float | None) -> int | None:
-    for n in range(3, 201):
-        if "TOST" in test:
-            p = power_tost(n, margin, sd, alpha)
-        else:
-            p = power_t(n, effect, sd, alpha, 2 if "two-sided" in test else 1)
-        if p >= power:
-            return n
-    return None
+    """``power.seeds_for_power`` for protocol-v2.toml's test descriptions."""
+    if "TOST" in test:
+        return seeds_for_power("equivalence", effect, sd, alpha, power, margin=margin)
+    side = "two-sided" if "two-sided" in test else ("greater" if effect > 0 else "less")
+    return seeds_for_power("difference", effect, sd, alpha, power, alternative=side)
+
+
+def family() -> dict:
+    """protocol-v2.toml's ``[family]``: α, power, seeds."""
+    return tomllib.loads(PROTOCOL.read_text())["family"]
+
+
+def pairing_section() -> str:
+    """Protocol v2's own claims runs: what pairing removed and the seeds at the chaos floor
+    (``protocol_v2_pairing``)."""
+    fam = family()
+    return ("## Protocol v2's own runs: pairing and the chaos floor\n\n"
+            "From the claims runs of `protocol-v2/study.toml` and the chaos study "
+            "`protocol-v2/chaos.toml` (`python experiments/chaos.py --v2-report`).\n\n"
+            + v2p.pairing_table(fam["power"], fam["alpha"]))
 
 
 def table() -> str:
@@ -90,7 +88,8 @@ def table() -> str:
              f"chaos floor (one run re-run from its record): {chaos:.4f}; margin "
              f"{margin}.", "",
              f"Seeds for power {fam['power']} at Holm's strictest level α = "
-             f"{fam['alpha']}/{k} = {alpha:.4f}, from the claims seeds run so far:", "",
+             f"{fam['alpha']}/{k} = {alpha:.4f}, from the first ladder's claims seeds (its "
+             "learning rates chosen on seed 0), the inputs protocol v2 was planned with:", "",
              "| endpoint | what | n so far | mean | sd | seeds needed |",
              "|---|---|---:|---:|---:|---:|"]
     for e in proto["endpoint"]:
@@ -114,7 +113,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--write", action="store_true", help="write protocol-v2-power.md")
     args = ap.parse_args(argv)
-    text = table()
+    text = table() + "\n" + pairing_section()
     print(text, end="")
     if args.write:
         out = TIER / "protocol-v2-power.md"

@@ -30,11 +30,9 @@ from __future__ import annotations
 import math
 import statistics
 
-import tomllib
-
 from .. import report, spec
+from ..power import seeds_for_power
 from . import protocol_v2_chaos as v2c
-from .protocol_v2 import PROTOCOL, power_t, power_tost
 
 
 def contrast_weights(ep: spec.Endpoint) -> dict[str, float] | None:
@@ -49,22 +47,8 @@ def contrast_weights(ep: spec.Endpoint) -> dict[str, float] | None:
     return None
 
 
-def seeds_for_power(ep: spec.Endpoint, effect: float, sd: float, alpha: float,
-                    power: float, most: int = 200) -> int | None:
-    """The fewest seeds (≥ 3) at which ``ep``'s test reaches ``power`` at level ``alpha`` when
-    the contrast's true mean is ``effect`` (equivalence: 0) and its sd ``sd``; ``None`` past
-    ``most`` or when ``effect`` lies on the side a one-sided test cannot establish."""
-    if ep.test != "equivalence" and (effect == 0 or (ep.alternative == "greater" and effect < 0)
-                                     or (ep.alternative == "less" and effect > 0)):
-        return None
-    for n in range(3, most + 1):
-        if ep.test == "equivalence":
-            p = power_tost(n, ep.margin, sd, alpha)
-        else:
-            p = power_t(n, effect, sd, alpha, 2 if ep.alternative == "two-sided" else 1)
-        if p >= power:
-            return n
-    return None
+def _seeds_for(ep: spec.Endpoint, effect: float, sd: float, alpha: float, power: float):
+    return seeds_for_power(ep.test, effect, sd, alpha, power, ep.alternative, ep.margin)
 
 
 def pairing(study: spec.Study, chaos: spec.Study | None, seed: int = 0,
@@ -93,15 +77,14 @@ def pairing(study: spec.Study, chaos: spec.Study | None, seed: int = 0,
             if unpaired > 0:
                 row["removed"] = 1 - row["paired"] ** 2 / unpaired ** 2
             if row["paired"] > 0:
-                row["seeds_paired"] = seeds_for_power(ep, row["mean"], row["paired"], level,
-                                                      power)
+                row["seeds_paired"] = _seeds_for(ep, row["mean"], row["paired"], level, power)
         if all(chaos_sd.get(c) is not None for c in w):
             floor = math.sqrt(sum(wc ** 2 * chaos_sd[c] ** 2 for c, wc in w.items()))
             row["floor"] = floor
             if row["unpaired"]:
                 row["removable"] = 1 - floor ** 2 / row["unpaired"] ** 2
             if floor > 0 and row["mean"] is not None:
-                row["seeds_floor"] = seeds_for_power(ep, row["mean"], floor, level, power)
+                row["seeds_floor"] = _seeds_for(ep, row["mean"], floor, level, power)
         rows.append(row)
     return rows
 
@@ -116,14 +99,14 @@ def _seeds(row: dict, key: str) -> str:
     return str(row[key])
 
 
-def pairing_table(study_path=v2c.STUDY, chaos_path=v2c.CHAOS, seed: int = 0) -> str:
-    """``pairing`` as Markdown, power and α from ``protocol-v2.toml``'s family."""
-    fam = tomllib.loads(PROTOCOL.read_text())["family"]
+def pairing_table(power: float, alpha: float, study_path=v2c.STUDY, chaos_path=v2c.CHAOS,
+                  seed: int = 0) -> str:
+    """``pairing`` as Markdown (``power`` and the family's ``alpha``: protocol-v2.toml's)."""
     study = spec.load(study_path)
     chaos = spec.load(chaos_path) if chaos_path.is_file() else None
-    rows = pairing(study, chaos, seed, fam["power"], fam["alpha"])
-    level = rows[0]["level"] if rows else fam["alpha"]
-    lines = [f"Seeds for power {fam['power']} at Holm's strictest level α = {level:.4f}, "
+    rows = pairing(study, chaos, seed, power, alpha)
+    level = rows[0]["level"] if rows else alpha
+    lines = [f"Seeds for power {power} at Holm's strictest level α = {level:.4f}, "
              "at the paired sd and at the chaos floor (the fewest any pairing allows; the "
              "floor rests on 3 degrees of freedom per cell):", "",
              "| endpoint | seeds | mean | unpaired sd | paired sd | chaos floor | pairing "
@@ -138,4 +121,4 @@ def pairing_table(study_path=v2c.STUDY, chaos_path=v2c.CHAOS, seed: int = 0) -> 
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["contrast_weights", "pairing", "pairing_table", "seeds_for_power"]
+__all__ = ["contrast_weights", "pairing", "pairing_table"]
