@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from study_files import study_head
+from study_files import study_head, study_with_lr_chosen
 
 from asyncpp.study import runner, spec
 from asyncpp.study.ladder import protocol_v2_chaos as v2c
@@ -41,12 +41,7 @@ def _write(path: Path, key: str, value: float, commit: str = "abc", dirty: bool 
 
 @pytest.fixture
 def study(tmp_path):
-    p = tmp_path / "study.toml"
-    p.write_text(STUDY)
-    s = spec.load(p)
-    for r in runner.selection_runs(s):
-        runner.write_json(r.result, {"key": r.key, "value": abs(r.lr - 0.04) + r.seed * 1e-3})
-    return s
+    return study_with_lr_chosen(tmp_path, STUDY)
 
 
 def test_a_chaos_cell_is_a_claims_run_with_only_its_lr_moved_whole_float32_ulps(study):

@@ -7,7 +7,7 @@ import math
 import statistics
 
 import pytest
-from study_files import study_head
+from study_files import study_head, study_with_lr_chosen
 
 from asyncpp.study import runner, spec
 from asyncpp.study.ladder import protocol_v2_chaos as v2c
@@ -76,14 +76,10 @@ def _y(c: str, k: int) -> float:
 
 @pytest.fixture
 def study(tmp_path):
-    p = tmp_path / "study.toml"
-    p.write_text(STUDY)
-    s = spec.load(p)
-    for r in runner.selection_runs(s):
-        runner.write_json(r.result, {"key": r.key, "value": abs(r.lr - 0.04)})
+    s = study_with_lr_chosen(tmp_path, STUDY)
     for r in runner.claims_runs(s)[0]:
         runner.write_json(r.result, {"key": r.key, "value": _y(r.cell, r.seed)})
-    path = p.with_name("chaos.toml")
+    path = s.path.with_name("chaos.toml")
     path.write_text(v2c.chaos_study_text(s, CELLS, seed=0, repeats=3))
     chaos = spec.load(path)
     for r in runner.claims_runs(chaos)[0]:
