@@ -88,14 +88,6 @@ def study(tmp_path):
     return s, chaos
 
 
-def test_contrast_weights_are_the_paired_tests_contrasts():
-    ep = spec.Endpoint(name="s", test="share", none="n", corr="c", sync="y", s=0.25)
-    assert v2p.contrast_weights(ep) == {"n": 0.75, "c": -1.0, "y": 0.25}
-    assert v2p.contrast_weights(spec.Endpoint(name="d", test="difference", a="a", b="b")) == \
-        {"a": 1.0, "b": -1.0}
-    assert v2p.contrast_weights(spec.Endpoint(name="t", test="slope")) is None
-
-
 def test_pairing_sets_the_paired_sd_beside_the_unpaired_and_the_chaos_floor(study):
     s, chaos = study
     rows = {r["name"]: r for r in v2p.pairing(s, chaos, seed=0, power=0.8, alpha=0.05)}

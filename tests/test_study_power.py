@@ -29,13 +29,15 @@ def test_the_t_tests_power_is_the_rejection_rate_of_simulated_studies(n, effect,
     assert power_t(n, effect, sd, alpha, sided) == pytest.approx(rate, abs=0.01)
 
 
-@pytest.mark.parametrize("n,margin,sd,alpha", [
-    (6, 0.04, 0.03, 0.05), (11, 0.04, 0.031, 0.01), (3, 0.05, 0.05, 0.05), (20, 0.02, 0.04, 0.01)])
-def test_the_tost_power_is_a_lower_bound_tight_where_the_power_is_high(n, margin, sd, alpha):
-    m, se = _simulated(n, 0.0, sd, np.random.default_rng(100 + n))
+@pytest.mark.parametrize("n,margin,sd,alpha,true", [
+    (6, 0.04, 0.03, 0.05, 0.0), (11, 0.04, 0.031, 0.01, 0.0), (3, 0.05, 0.05, 0.05, 0.0),
+    (20, 0.02, 0.04, 0.01, 0.0), (14, 0.04, 0.03, 0.01, 0.015), (9, 0.04, 0.02, 0.05, -0.02)])
+def test_the_tost_power_is_a_lower_bound_tight_where_the_power_is_high(n, margin, sd, alpha,
+                                                                       true):
+    m, se = _simulated(n, true, sd, np.random.default_rng(100 + n))
     crit = stats.t.ppf(1 - alpha, n - 1)
     rate = np.mean(((m + margin) / se > crit) & ((m - margin) / se < -crit))
-    bound = power_tost(n, margin, sd, alpha)
+    bound = power_tost(n, margin, sd, alpha, true)
     assert bound <= rate + 0.01
     if rate > 0.5:
         assert bound == pytest.approx(rate, abs=0.01)
@@ -55,3 +57,9 @@ def test_the_seeds_needed_are_the_first_count_that_reaches_the_power():
     assert seeds_for_power("difference", 0.0, 0.01, 0.05, 0.8) is None
     assert seeds_for_power("difference", 0.1, 0.01, 0.05, 0.8, "greater") == 3
     assert seeds_for_power("difference", 0.001, 1.0, 0.05, 0.8, most=50) is None
+    # a true gap outside the margin: no seed count makes TOST establish equivalence
+    assert power_tost(50, 0.04, 0.01, 0.05, 0.04) == 0.0
+    assert seeds_for_power("equivalence", -0.05, 0.01, 0.05, 0.8, margin=0.04) is None
+    # nearer the margin, more seeds
+    assert (seeds_for_power("equivalence", 0.0, 0.03, 0.05, 0.8, margin=0.04)
+            < seeds_for_power("equivalence", 0.02, 0.03, 0.05, 0.8, margin=0.04))

@@ -7,6 +7,9 @@
 - ``report STUDY`` — ``tables.md``, ``figures/`` and ``report.json`` in the study's folder.
 - ``reproduce STUDY RESULT [--keep DIR]`` — re-run one result from its record and say whether it
   lands bit for bit, or how far and from which step (``asyncpp.study.reproduce``).
+- ``power STUDY [--source claims|selection] [--power P] [--alpha A]`` — the seeds each endpoint
+  needs, from the claims results or from the selection runs at the chosen lr (a pilot), beside
+  the seeds declared (``asyncpp.study.planning``); nothing is run.
 
 A ladder study (``[study] kind = "ladder"``, the project's own tiers in ``experiments/``) is
 reported by :func:`asyncpp.study.ladder.report_tier`; ``plan``/``status`` list its tables
@@ -29,7 +32,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import runner
+from . import planning, runner
 from .report import write_report
 from .reproduce import main_reproduce
 from .spec import Study, StudyError, load
@@ -73,6 +76,7 @@ def build_parser() -> _Parser:
                  epilog="examples:\n  asyncpp-study plan configs/study-tiny.toml\n"
                  "  asyncpp-study run configs/study-tiny.toml --lanes 2\n"
                  "  asyncpp-study report configs/study-tiny.toml\n"
+                 "  asyncpp-study power configs/study-tiny.toml --source selection\n"
                  "  asyncpp-study reproduce configs/study-tiny.toml "
                  "runs/study-tiny/results/sync/seed0.json\n"
                  "  asyncpp-study report experiments/opt-180k/study.toml",
@@ -82,7 +86,8 @@ def build_parser() -> _Parser:
                        ("run", "train the runs not on disk"),
                        ("status", "runs done and left, lr chosen per cell"),
                        ("report", "write tables.md, figures/ and report.json"),
-                       ("reproduce", "re-run one result from its record and compare")):
+                       ("reproduce", "re-run one result from its record and compare"),
+                       ("power", "the seeds each endpoint needs, beside those declared")):
         p = sub.add_parser(name, help=text, description=text)
         p.add_argument("study", metavar="STUDY", help="the study file (TOML)")
         if name == "reproduce":
@@ -91,6 +96,16 @@ def build_parser() -> _Parser:
                            "reproduction.json in DIR (default: a temporary folder, removed)")
         p.add_argument("--out", metavar="DIR", help="the study's folder (default: [study] out, "
                        "else runs/<name>)")
+        if name == "power":
+            p.add_argument("--source", choices=("claims", "selection"), default="claims",
+                           help="the runs to plan from: the claims results (default) or the "
+                           "selection runs at each cell's chosen lr (a pilot, before any "
+                           "claims run)")
+            p.add_argument("--power", type=float, default=0.8, metavar="P",
+                           help="the power to plan for (default 0.8)")
+            p.add_argument("--alpha", type=float, default=0.05, metavar="A",
+                           help="the family's level; primaries are planned at A/M (default "
+                           "0.05)")
         if name == "run":
             p.add_argument("--lanes", type=int, default=1, metavar="N",
                            help="runs at a time, each its own process (default 1)")
@@ -134,6 +149,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "reproduce" and study.kind == "ladder":
         _say("error: a ladder study's results re-run with experiments/reproduce.py")
         return 2
+    if args.command == "power" and study.kind == "ladder":
+        _say("error: a ladder study's seed counts are experiments/protocol_v2.py's")
+        return 2
+    if args.command == "power" and args.source == "selection" and not study.tunes_lr:
+        _say(f"error: {args.study} chooses no learning rate ([lr]): it has no selection runs "
+             "to plan from; use the claims results (--source claims)")
+        return 2
+    if args.command == "power" and not (0 < args.power < 1 and 0 < args.alpha < 1):
+        _say(f"error: --power and --alpha must lie in (0, 1), got {args.power:g} and "
+             f"{args.alpha:g}")
+        return 2
     if study.kind == "ladder":
         # imported here, not at the top: the ladder reads experiments/ when imported, which
         # only a checkout of the project has
@@ -162,6 +188,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "reproduce":
         return main_reproduce(study, args.result, args.keep)
+    if args.command == "power":
+        rows = planning.needs(study, args.source, args.power, args.alpha)
+        print(planning.table(rows, args.source, args.power, args.alpha), end="")
+        return 0
     if args.command == "report":
         try:
             paths = write_report(study)

@@ -51,7 +51,8 @@ def seeds_needed(test: str, effect: float, sd: float, alpha: float, power: float
                  margin: float | None) -> int | None:
     """``power.seeds_for_power`` for protocol-v2.toml's test descriptions."""
     if "TOST" in test:
-        return seeds_for_power("equivalence", effect, sd, alpha, power, margin=margin)
+        # the protocol plans its equivalence at a true gap of 0
+        return seeds_for_power("equivalence", 0.0, sd, alpha, power, margin=margin)
     side = "two-sided" if "two-sided" in test else ("greater" if effect > 0 else "less")
     return seeds_for_power("difference", effect, sd, alpha, power, alternative=side)
 

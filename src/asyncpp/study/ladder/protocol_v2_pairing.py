@@ -31,24 +31,15 @@ import math
 import statistics
 
 from .. import report, spec
+from ..planning import contrast_weights
 from ..power import seeds_for_power
 from . import protocol_v2_chaos as v2c
 
 
-def contrast_weights(ep: spec.Endpoint) -> dict[str, float] | None:
-    """``{cell: w}`` of the per-seed contrast ``ep``'s paired test is a t test of; ``None``
-    for a slope (a fit over many cells, not one contrast)."""
-    if ep.test in ("difference", "equivalence"):
-        return {ep.a: 1.0, ep.b: -1.0}
-    if ep.test == "share":
-        w = {ep.none: 1.0 - ep.s, ep.corr: -1.0}
-        w[ep.sync] = w.get(ep.sync, 0.0) + ep.s
-        return w
-    return None
-
-
 def _seeds_for(ep: spec.Endpoint, effect: float, sd: float, alpha: float, power: float):
-    return seeds_for_power(ep.test, effect, sd, alpha, power, ep.alternative, ep.margin)
+    # an equivalence is planned as the protocol plans it, at a true gap of 0
+    true = 0.0 if ep.test == "equivalence" else effect
+    return seeds_for_power(ep.test, true, sd, alpha, power, ep.alternative, ep.margin)
 
 
 def pairing(study: spec.Study, chaos: spec.Study | None, seed: int = 0,
@@ -121,4 +112,4 @@ def pairing_table(power: float, alpha: float, study_path=v2c.STUDY, chaos_path=v
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["contrast_weights", "pairing", "pairing_table"]
+__all__ = ["pairing", "pairing_table"]
