@@ -31,7 +31,7 @@ import math
 import statistics
 
 from .. import report, spec
-from ..planning import contrast_weights
+from ..planning import contrast_weights, per_seed
 from ..power import seeds_for_power
 from . import protocol_v2_chaos as v2c
 
@@ -48,23 +48,23 @@ def pairing(study: spec.Study, chaos: spec.Study | None, seed: int = 0,
     family's, divided by the number of primaries for Holm's strictest level."""
     primaries = [ep for ep in study.endpoints if ep.primary]
     level = alpha / max(1, len(primaries))
-    values = {c: {k: r["value"] for k, r in recs.items()}
-              for c, recs in report.cell_values(study).items()}
+    cells = report.cell_values(study)
     chaos_sd = {c: v2c.spread(study, chaos, c, seed)["chaos_sd"] for c in v2c.CELLS}
     rows = []
     for ep in primaries:
         w = contrast_weights(ep)
         if w is None:
             continue
-        seeds = sorted(set.intersection(*(set(values.get(c, {})) for c in w)))
-        row = {"name": ep.name, "weights": w, "n": len(seeds), "mean": None, "paired": None,
+        d = per_seed(ep, cells)
+        row = {"name": ep.name, "weights": w, "n": len(d), "mean": None, "paired": None,
                "unpaired": None, "floor": None, "removed": None, "removable": None,
                "seeds_paired": None, "seeds_floor": None, "level": level}
-        if len(seeds) >= 2:
-            d = [sum(wc * values[c][k] for c, wc in w.items()) for k in seeds]
-            unpaired = math.sqrt(sum(wc ** 2 * statistics.variance([values[c][k] for k in seeds])
-                                     for c, wc in w.items()))
-            row.update(mean=statistics.mean(d), paired=statistics.stdev(d), unpaired=unpaired)
+        if len(d) >= 2:
+            unpaired = math.sqrt(sum(
+                wc ** 2 * statistics.variance([cells[c][k]["value"] for k in d])
+                for c, wc in w.items()))
+            row.update(mean=statistics.mean(d.values()), paired=statistics.stdev(d.values()),
+                       unpaired=unpaired)
             if unpaired > 0:
                 row["removed"] = 1 - row["paired"] ** 2 / unpaired ** 2
             if row["paired"] > 0:
@@ -85,9 +85,8 @@ def _f(x, fmt: str) -> str:
 
 
 def _seeds(row: dict, key: str) -> str:
-    if row[key] is None:
-        return "—" if row[key.replace("seeds_", "")] is None else "> 200"
-    return str(row[key])
+    # no count: no sd yet, more than 200, or a mean the test cannot establish
+    return "—" if row[key] is None else str(row[key])
 
 
 def pairing_table(power: float, alpha: float, study_path=v2c.STUDY, chaos_path=v2c.CHAOS,
@@ -99,7 +98,8 @@ def pairing_table(power: float, alpha: float, study_path=v2c.STUDY, chaos_path=v
     level = rows[0]["level"] if rows else alpha
     lines = [f"Seeds for power {power} at Holm's strictest level α = {level:.4f}, "
              "at the paired sd and at the chaos floor (the fewest any pairing allows; the "
-             "floor rests on 3 degrees of freedom per cell):", "",
+             "floor rests on 3 degrees of freedom per cell; — where there is no sd yet, or no "
+             "count: more than 200 seeds, or a mean the test cannot establish):", "",
              "| endpoint | seeds | mean | unpaired sd | paired sd | chaos floor | pairing "
              "removed | could remove | seeds needed (paired) | (floor) |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
