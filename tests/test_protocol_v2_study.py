@@ -93,6 +93,12 @@ def test_an_unestablished_prediction_reads_so():
     assert v2.prediction_word(row) == "not established"
     assert v2.endpoint_text(row) == "+0.010, 95 % [−0.020, +0.040], p = 0.300, Holm p = 0.600 " \
                                     "(14 seeds)"
+    assert v2.prediction_word({"verdict": "muon-ef < muon-sync", "test": "difference",
+                               "alternative": "two-sided"}) == "holds (< 0)"
+    assert v2.prediction_word({"verdict": "a > b", "test": "difference",
+                               "alternative": "two-sided"}) == "holds (> 0)"
+    assert v2.prediction_word({"verdict": "a > b", "test": "difference",
+                               "alternative": "greater"}) == "holds"
     assert v2.prediction_word({"verdict": "pending (3 declared run(s) missing)",
                                "missing": 3}) == "pending: 3 runs to go"
     assert v2.prediction_word({"verdict": "pending (the primary family waits for P3)",

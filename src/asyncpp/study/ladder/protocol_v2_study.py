@@ -12,7 +12,8 @@ Markers (``opt-180k/KIND/ARGS`` in the pages, filled by ``report.py --fill-readm
 - ``v2lr/CELL`` — the lr chosen for CELL on the selection seeds, or "selection under way";
 - ``v2/E`` — endpoint E's estimate, its interval (90 % for a one-sided test, as its one-sided
   95 % bound), p, Holm's p once the family is complete, and the seeds; "no claims run yet";
-- ``v2vd/E`` — E's prediction: "holds" (the study's verdict establishes it), "not established",
+- ``v2vd/E`` — E's prediction: "holds" (the study's verdict establishes it; a two-sided
+  difference adds the sign of a − b, "holds (> 0)"), "not established",
   "pending: N runs to go" while its cells lack N declared runs, "pending: the other
   primaries' runs" while its family is incomplete (the report's rule: a test runs once).
 
@@ -22,6 +23,7 @@ The verdicts are the study report's (``asyncpp.study.report.judge``), not recomp
 from __future__ import annotations
 
 import functools
+import re
 
 from .. import report as study_report
 from .. import runner, spec
@@ -63,7 +65,13 @@ def prediction_word(row: dict) -> str:
         return "pending: the other primaries' runs"
     if not v or v.startswith("too few seeds"):
         return "pending"
-    return "not established" if v == "not established" else "holds"
+    if v == "not established":
+        return v
+    # a two-sided difference says which way it holds: the prediction does not
+    m = re.fullmatch(r"(\S+) ([<>]) (\S+)", v)
+    if m and row.get("alternative", "two-sided") == "two-sided":
+        return f"holds ({m[2]} 0)"
+    return "holds"
 
 
 def marker(kind: str, args: tuple[str, ...], path=STUDY) -> str:
