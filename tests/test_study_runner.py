@@ -235,6 +235,8 @@ def test_an_endpoint_missing_a_declared_seed_is_pending_and_holds_back_the_prima
     assert rows["y"]["verdict"].startswith("pending") and rows["y"]["missing"] == 1
     assert rows["ac"]["verdict"] == "pending (the primary family waits for bc)"
     assert rows["ac"]["p_holm"] is None and rows["ac"]["missing"] == 0
+    # the family is both declared primaries, the pending one too
+    assert rows["ac"]["label"] == "primary (Holm over 2)" == rows["bc"]["label"]
     assert rows["x"]["verdict"] == "a > c"  # exploratory and complete: judged
     _fake_result(s, last, vals["b"][3])
     rows = {r["name"]: r for r in report.judge(s, report.cell_values(s))}
@@ -307,6 +309,8 @@ pairs = [["none5", "sync5"], ["none", "sync"], ["none80", "sync80"]]
     assert (round(half["estimate"], 3), round(half["lo"], 3)) == (0.048, -0.014)
     assert half["verdict"] == "not established" and half["label"].startswith("primary")
     assert trend["n"] == 9 and trend["hi"] < 0 and trend["verdict"] == "shrinks"
+    md = report.tables(s, report.cell_values(s), {}, [half, trend], [])
+    assert "- half: 70 % [38, 82]" in md  # percent, as every page prints a share
 
 
 @pytest.mark.timeout(600)

@@ -162,6 +162,8 @@ def judge(study: Study, cells: dict[str, dict[int, dict]]) -> list[dict]:
     prim = {r["name"]: r["p"] for r in rows if r["primary"] and r["p"] is not None}
     adj = holm(prim) if prim and family_done else {}
     waiting = [ep.name for ep in study.endpoints if ep.primary and todo[ep.name]]
+    # the family is every declared primary, whether or not its p is known yet
+    n_primary = sum(ep.primary for ep in study.endpoints)
     for ep, r in zip(study.endpoints, rows):
         r["missing"] = todo[ep.name]
         if r["p"] is None:
@@ -171,7 +173,7 @@ def judge(study: Study, cells: dict[str, dict[int, dict]]) -> list[dict]:
                 r["verdict"] = f"pending ({todo[ep.name]} declared run(s) missing)"
             continue
         r["p_holm"] = adj.get(ep.name) if ep.primary else None
-        r["label"] = f"primary (Holm over {len(prim)})" if ep.primary else "exploratory"
+        r["label"] = f"primary (Holm over {n_primary})" if ep.primary else "exploratory"
         if todo[ep.name]:
             r["verdict"] = f"pending ({todo[ep.name]} declared run(s) missing)"
         elif ep.primary and not family_done:
@@ -187,6 +189,13 @@ def _f(x, digits=3) -> str:
     if isinstance(x, float) and math.isinf(x):
         return "∞" if x > 0 else "−∞"
     return f"{x:+.{digits}f}".replace("-", "−")
+
+
+def _pct(x) -> str:
+    """A share in percent, as the project's pages print it: "69", "−∞" when unbounded."""
+    if isinstance(x, float) and math.isinf(x):
+        return "∞" if x > 0 else "−∞"
+    return "–" if x is None else f"{100 * x:.0f}".replace("-", "−")
 
 
 def p_text(x) -> str:
@@ -234,7 +243,8 @@ def tables(study: Study, cells: dict, lrs: dict, rows: list[dict],
         md += ["", "Shares with Fieller's 95 % interval:", ""]
         for r in shares:
             s = r["share"]
-            md.append(f"- {r['name']}: {s['estimate']:.0%} [{_f(s['lo'], 2)}, {_f(s['hi'], 2)}]")
+            md.append(f"- {r['name']}: {_pct(s['estimate'])} % [{_pct(s['lo'])}, "
+                      f"{_pct(s['hi'])}]")
     if lrs:
         md += ["", "## Learning rates", "", "| cell | lr | rule | mean loss per grid lr |",
                "|---|---|---|---|"]
