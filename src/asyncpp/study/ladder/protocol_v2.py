@@ -7,7 +7,10 @@ per-seed contrast over the claims seeds already run, its mean and sd, and the se
 endpoint's test needs for the protocol's power at that sd (the mean as the true effect;
 equivalence: a true gap of 0). Also the margin's two inputs: Muon's synchronous seed sd and
 the chaos floor, ``CHAOS_RERUN`` (a re-run of one recorded run at its recorded commit).
-``--write`` puts the table into ``experiments/opt-180k/protocol-v2-power.md``.
+Beside it, from protocol v2's own runs, what pairing by seed removed and the chaos floor
+(``protocol_v2_pairing``), and what each unresolved ``opt-580k`` gap would need
+(``unresolved_580k``). ``--write`` puts all three into
+``experiments/opt-180k/protocol-v2-power.md``.
 """
 
 from __future__ import annotations
@@ -78,8 +81,10 @@ def unresolved_580k(alpha: float, power: float, margin: float, seeds=(0, 1, 2)) 
                             margin)
         more = ("—" if n is None else
                 f"{max(n - len(d), 0) * 2 * statistics.median(walls) / 3600:.1f}")
+        wrong_side = test == "difference" and alt == "greater" and m <= 0
+        none = "none: the mean is not above 0" if wrong_side else "more than 200"
         lines.append(f"| {opt} | {what} | {len(d)} | {m:+.4f} | {sd:.4f} | "
-                     f"{'more than 200' if n is None else n} | {more} |")
+                     f"{none if n is None else n} | {more} |")
     return "\n".join(lines) + "\n"
 
 
@@ -159,11 +164,10 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--write", action="store_true", help="write protocol-v2-power.md")
     args = ap.parse_args(argv)
-    fam = family()
-    margin = tomllib.loads(PROTOCOL.read_text())["margins"]["muon_equivalence"]
-    k = len(tomllib.loads(PROTOCOL.read_text())["endpoint"])
+    proto = tomllib.loads(PROTOCOL.read_text())
+    fam, k = proto["family"], len(proto["endpoint"])
     text = (table() + "\n" + pairing_section() + "\n"
-            + unresolved_580k(fam["alpha"] / k, fam["power"], margin))
+            + unresolved_580k(fam["alpha"] / k, fam["power"], proto["margins"]["muon_equivalence"]))
     print(text, end="")
     if args.write:
         out = TIER / "protocol-v2-power.md"
