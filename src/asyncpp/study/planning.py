@@ -23,7 +23,7 @@ import statistics
 
 from . import runner
 from .power import seeds_for_power
-from .report import cell_values
+from .report import cell_values, slope_points
 from .spec import Endpoint, Study
 from .stats import TooFewSeeds, gap_slope
 
@@ -50,12 +50,7 @@ def per_seed(ep: Endpoint, cells: dict[str, dict[int, dict]]) -> dict[int, float
                 for k in sorted(seeds)}
     if not ep.per_seed:
         return None
-    pts: dict[int, list] = {}
-    for a, b in ep.pairs:
-        for k in sorted(set(cells.get(a, {})) & set(cells.get(b, {}))):
-            x = cells[a][k]["tokens" if ep.x == "tokens" else "params"]
-            pts.setdefault(k, []).append((math.log2(x), cells[a][k]["value"] -
-                                          cells[b][k]["value"]))
+    pts = slope_points(ep, cells)
     out = {}
     for k, p in pts.items():
         try:

@@ -60,6 +60,18 @@ def _metric(recs: dict[int, dict]) -> dict[int, float]:
     return {k: v["value"] for k, v in recs.items()}
 
 
+def slope_points(ep: Endpoint, cells: dict[str, dict[int, dict]]) -> dict[int, list]:
+    """``{seed: [(log2 x, gap), ...]}`` of a slope endpoint: each pair's gap a − b on the seeds
+    both cells have, at x = its tokens (or parameters)."""
+    pts: dict[int, list] = {}
+    for a, b in ep.pairs:
+        for k in sorted(set(cells.get(a, {})) & set(cells.get(b, {}))):
+            x = cells[a][k]["tokens" if ep.x == "tokens" else "params"]
+            pts.setdefault(k, []).append((math.log2(x), cells[a][k]["value"]
+                                          - cells[b][k]["value"]))
+    return pts
+
+
 def evaluate(ep: Endpoint, cells: dict[str, dict[int, dict]]) -> dict:
     """One endpoint's test on the results (no Holm yet): estimate, interval, p, and the
     verdict it would have on its own p."""
@@ -81,11 +93,7 @@ def evaluate(ep: Endpoint, cells: dict[str, dict[int, dict]]) -> dict:
                        share={"estimate": sh.estimate, "lo": sh.lo, "hi": sh.hi,
                               "interval": "Fieller", "level": 1 - ALPHA})
         else:
-            pts: dict[int, list] = {}
-            for a, b in ep.pairs:
-                for k in sorted(set(cells[a]) & set(cells[b])):
-                    x = cells[a][k]["tokens" if ep.x == "tokens" else "params"]
-                    pts.setdefault(k, []).append((math.log2(x), v[a][k] - v[b][k]))
+            pts = slope_points(ep, cells)
             iv = _sided(per_seed_slope(pts, alpha=_alpha(ep)) if ep.per_seed else
                         gap_slope([q for k in sorted(pts) for q in pts[k]], alpha=_alpha(ep)),
                         ep.alternative)
