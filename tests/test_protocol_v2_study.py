@@ -105,6 +105,32 @@ def test_an_unestablished_prediction_reads_so():
                                "missing": 0}) == "pending: the other primaries' runs"
 
 
+@pytest.mark.parametrize("margin, word", [
+    # gaps 0.10, 0.12, 0.09, 0.11: mean 0.105, 95 % t-interval [0.0845, 0.1255]
+    ("0.02", "not established — beyond +0.02: 95 % [+0.084, +0.126], p = "),
+    ("0.1", "not established — inconclusive: neither within nor beyond ±0.1 (p beyond = "),
+    ("0.5", "holds"),
+])
+def test_a_failed_equivalence_is_read_the_other_way_as_exploratory(tmp_path, margin, word):
+    from asyncpp.study import report
+    path = tmp_path / "study.toml"
+    path.write_text(STUDY.replace("margin = 0.5", f"margin = {margin}"))
+    s = spec.load(path)
+    for r in runner.selection_runs(s):
+        _write(s, r, abs(r.lr - 0.02) + 0.01 * r.seed)
+    gap = {0: 0.10, 1: 0.12, 2: 0.09, 3: 0.11}
+    for r in runner.claims_runs(s)[0]:
+        _write(s, r, 3.0 + r.seed * 0.01 + (gap[r.seed] if r.cell == "async" else 0.0))
+    v2._state.cache_clear()
+    got = v2.marker("v2vd", ("P2",), path)
+    assert got.startswith(word) and (got == "holds" or got.endswith("(exploratory)"))
+    report.write_report(s)
+    tables = (s.root / "tables.md").read_text()
+    assert ("read the other way" in tables) == (got != "holds")
+    if margin == "0.02":
+        assert "- P2: beyond +0.02: 95 % [+0.084, +0.126], p = " in tables
+
+
 def test_the_pages_protocol_v2_markers_are_registered():
     for key in ("opt-180k/v2runs", "opt-180k/v2family", "opt-180k/v2sel",
                 "opt-180k/v2lr/muon-sync", "opt-180k/v2/P1", "opt-180k/v2vd/P5"):

@@ -84,6 +84,31 @@ def test_tost_is_two_one_sided_scipy_tests_and_the_90_interval_inside_the_band(d
 
 
 @settings(max_examples=60, deadline=None)
+@given(st.lists(vals, min_size=2, max_size=8), st.floats(0.01, 3.0))
+def test_beyond_margin_is_twice_scipys_one_sided_test_past_the_near_edge(d, m):
+    iv = S.beyond_margin(_seeded(d), _seeded([0.0] * len(d)), m)
+    if not _spread(d):
+        return
+    mean = sum(d) / len(d)
+    if mean >= 0:
+        one = sps.ttest_1samp([x - m for x in d], 0.0, alternative="greater").pvalue
+    else:
+        one = sps.ttest_1samp([x + m for x in d], 0.0, alternative="less").pvalue
+    assert iv.p == pytest.approx(min(1.0, 2 * one), rel=1e-9, abs=1e-12)
+    ci = sps.ttest_1samp(d, 0.0).confidence_interval(0.95)
+    assert (iv.lo, iv.hi) == pytest.approx((ci.low, ci.high), rel=1e-9, abs=1e-12)
+    # the test's duality: p < 0.05 exactly when the 95 % interval lies wholly past the margin
+    beyond = iv.lo > m or iv.hi < -m
+    if abs(iv.p - 0.05) > 1e-9:
+        assert (iv.p < 0.05) == beyond
+
+
+def test_beyond_margin_needs_a_positive_margin():
+    with pytest.raises(ValueError, match="positive"):
+        S.beyond_margin({0: 1.0, 1: 2.0}, {0: 0.0, 1: 0.0}, 0.0)
+
+
+@settings(max_examples=60, deadline=None)
 @given(st.lists(vals, min_size=2, max_size=8), st.lists(vals, min_size=2, max_size=8),
        st.floats(0.01, 3.0))
 def test_welch_tost_and_its_upper_test_are_scipys_one_sided_welch_tests(a, b, m):

@@ -10,7 +10,8 @@ study reads the JSON, never the code. Verdict rules, at α = 0.05 (``asyncpp.stu
   prints the 1 − 2α interval, whose end on the tested side is the one-sided bound, and only
   its own direction can be established;
 - ``equivalence`` (margin m): "equivalent within ±m" when TOST's p < α; else
-  "not established";
+  "not established", with the reverse reading beside it (exploratory, unadjusted): "beyond
+  ±m" when the 95 % interval lies wholly past the margin, else "inconclusive";
 - ``share`` (s): "share ≥ s" when the interval of :math:`\\bar z` lies above 0; Fieller's
   interval of the share is printed beside it;
 - ``slope``: "shrinks" / "grows" with log₂ x when the slope's interval excludes 0.
@@ -36,6 +37,7 @@ from .stats import (
     ALPHA,
     Interval,
     TooFewSeeds,
+    beyond_margin,
     fieller_share,
     gap_slope,
     holm,
@@ -84,7 +86,9 @@ def evaluate(ep: Endpoint, cells: dict[str, dict[int, dict]]) -> dict:
             row.update(interval_level=1 - _alpha(ep), alternative=ep.alternative)
         elif ep.test == "equivalence":
             iv = tost(v[ep.a], v[ep.b], ep.margin)
-            row.update(interval_level=1 - 2 * ALPHA)
+            far = beyond_margin(v[ep.a], v[ep.b], ep.margin)
+            row.update(interval_level=1 - 2 * ALPHA,
+                       beyond={"lo": far.lo, "hi": far.hi, "p": far.p, "level": 1 - ALPHA})
         elif ep.test == "share":
             iv = _sided(share_at_least(v[ep.none], v[ep.corr], v[ep.sync], ep.s,
                                        alpha=_alpha(ep)), ep.alternative)
@@ -188,7 +192,21 @@ def judge(study: Study, cells: dict[str, dict[int, dict]]) -> list[dict]:
             r["verdict"] = f"pending (the primary family waits for {', '.join(waiting)})"
         else:
             r["verdict"] = _verdict(r, ep, r["p_holm"] if ep.primary else r["p"])
+            if ep.test == "equivalence" and r["verdict"] == "not established":
+                r["reading"] = reverse_reading(r)
     return rows
+
+
+def reverse_reading(row: dict) -> str:
+    """An equivalence that was not established, read the other way (exploratory, its own
+    unadjusted p): "beyond +m" when the 95 % interval lies wholly past the margin on the
+    mean's side (``stats.beyond_margin``), else "inconclusive" (neither within nor beyond)."""
+    far, m = row["beyond"], row["margin"]
+    if far["p"] < ALPHA:
+        side = f"+{m:g}" if row["estimate"] > 0 else f"−{m:g}"
+        return (f"beyond {side}: {round(100 * far['level'])} % [{_f(far['lo'])}, "
+                f"{_f(far['hi'])}], p = {p_text(far['p'])}")
+    return f"inconclusive: neither within nor beyond ±{m:g} (p beyond = {p_text(far['p'])})"
 
 
 def _f(x, digits=3) -> str:
@@ -246,6 +264,11 @@ def tables(study: Study, cells: dict, lrs: dict, rows: list[dict],
         iv = (f"[{_f(r['lo'])}, {_f(r['hi'])}] ({lvl:.0%})" if r["lo"] is not None else "–")
         md.append(f"| {r['name']}: {r.get('what', '')} | {test} | {_f(r['estimate'])} | {iv} | "
                   f"{p_text(r['p'])} | {p_text(r['p_holm'])} | {r['verdict']} | {r['label']} |")
+    reverse = [r for r in rows if "reading" in r]
+    if reverse:
+        md += ["", "Equivalence not established, read the other way (exploratory, not "
+               "adjusted; `stats.beyond_margin`):", ""]
+        md += [f"- {r['name']}: {r['reading']}" for r in reverse]
     shares = [r for r in rows if "share" in r]
     if shares:
         md += ["", "Shares with Fieller's 95 % interval:", ""]

@@ -135,6 +135,27 @@ def tost(a: Mapping[int, float], b: Mapping[int, float], margin: float,
     return Interval(m, lo, hi, p, n, seeds)
 
 
+def beyond_margin(a: Mapping[int, float], b: Mapping[int, float], margin: float,
+                  alpha: float = ALPHA) -> Interval:
+    """The reverse reading of an equivalence that failed: does a − b lie *beyond* ±``margin``
+    on the side its mean falls (paired, common seeds)?
+
+    With :math:`\\bar d \\ge 0` the test is H0: μ ≤ +m against H1: μ > +m (mirrored below 0);
+    the side is chosen by the data, so ``p`` is twice the one-sided p (capped at 1) and the
+    interval is the two-sided 1 − α one: p < α exactly when that interval lies wholly beyond
+    the margin on its side. Exploratory by construction — not a pre-registered test."""
+    if not margin > 0:
+        raise ValueError(f"an equivalence margin must be positive, got {margin}")
+    seeds, d = _diffs(a, b)
+    n = len(d)
+    m, lo, hi, se, _ = _t_interval(d, alpha)
+    if se == 0:
+        p = 0.0 if abs(m) > margin else 1.0
+    else:
+        p = float(min(1.0, 2 * _st.t.sf((abs(m) - margin) / se, n - 1)))
+    return Interval(m, lo, hi, p, n, seeds)
+
+
 def _welch(a: Sequence[float], b: Sequence[float]) -> tuple[float, float, float]:
     """(mean difference, standard error, Welch's degrees of freedom) of a − b."""
     if len(a) < 2 or len(b) < 2:
@@ -382,7 +403,7 @@ def select_lr(scores: Mapping[float, Mapping[int, float]], rule: str = "mean",
     return LrChoice(float(math.exp(vertex)), rule, seeds, means)
 
 
-__all__ = ["ALPHA", "Interval", "LrChoice", "TooFewSeeds", "at_most", "common",
+__all__ = ["ALPHA", "Interval", "LrChoice", "TooFewSeeds", "at_most", "beyond_margin", "common",
            "fieller_ratio", "fieller_share", "gap_slope", "holm", "paired_t", "per_seed_slope",
            "select_lr", "share_at_least", "share_difference",
            "tost", "welch_at_most", "welch_tost"]

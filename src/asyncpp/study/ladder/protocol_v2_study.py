@@ -13,7 +13,9 @@ Markers (``opt-180k/KIND/ARGS`` in the pages, filled by ``report.py --fill-readm
 - ``v2/E`` — endpoint E's estimate, its interval (90 % for a one-sided test, as its one-sided
   95 % bound), p, Holm's p once the family is complete, and the seeds; "no claims run yet";
 - ``v2vd/E`` — E's prediction: "holds" (the study's verdict establishes it; a two-sided
-  difference adds the sign of a − b, "holds (> 0)"), "not established",
+  difference adds the sign of a − b, "holds (> 0)"), "not established" (an equivalence
+  adds its reverse reading, exploratory: "— beyond +m: 95 % [lo, hi], p = …" or
+  "— inconclusive: …"),
   "pending: N runs to go" while its cells lack N declared runs, "pending: the other
   primaries' runs" while its family is incomplete (the report's rule: a test runs once).
 
@@ -66,7 +68,8 @@ def prediction_word(row: dict) -> str:
     if not v or v.startswith("too few seeds"):
         return "pending"
     if v == "not established":
-        return v
+        # an equivalence's reverse reading (report.reverse_reading), labelled exploratory
+        return f"{v} — {row['reading']} (exploratory)" if row.get("reading") else v
     # a two-sided difference says which way it holds: the prediction does not
     m = re.fullmatch(r"(\S+) ([<>]) (\S+)", v)
     if m and row.get("alternative", "two-sided") == "two-sided":
