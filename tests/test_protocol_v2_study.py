@@ -81,6 +81,8 @@ def test_markers_follow_the_study_from_selection_to_verdict(tmp_path):
     text = v2.marker("v2", ("P1",), path)
     assert text.startswith("+0.105, 90 % [") and "Holm p = " in text and text.endswith(
         "(4 seeds)")
+    with pytest.raises(KeyError, match="not a share endpoint"):
+        v2.marker("v2share", ("P1",), path)
     with pytest.raises(KeyError, match="no endpoint 'P9'"):
         v2.marker("v2", ("P9",), path)
     with pytest.raises(KeyError, match="no cell 'x'"):
@@ -132,7 +134,7 @@ def test_a_failed_equivalence_is_read_the_other_way_as_exploratory(tmp_path, mar
 
 
 def test_the_pages_protocol_v2_markers_are_registered():
-    for key in ("opt-180k/v2runs", "opt-180k/v2family", "opt-180k/v2sel",
+    for key in ("opt-180k/v2runs", "opt-180k/v2family", "opt-180k/v2sel", "opt-180k/v2share/P3",
                 "opt-180k/v2lr/muon-sync", "opt-180k/v2/P1", "opt-180k/v2vd/P5"):
         assert report_markers.number(key)
 

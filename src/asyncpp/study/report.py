@@ -217,7 +217,7 @@ def _f(x, digits=3) -> str:
     return f"{x:+.{digits}f}".replace("-", "−")
 
 
-def _pct(x) -> str:
+def share_text(x) -> str:
     """A share in percent, as the project's pages print it: "69", "−∞" when unbounded."""
     if isinstance(x, float) and math.isinf(x):
         return "∞" if x > 0 else "−∞"
@@ -274,8 +274,8 @@ def tables(study: Study, cells: dict, lrs: dict, rows: list[dict],
         md += ["", "Shares with Fieller's 95 % interval:", ""]
         for r in shares:
             s = r["share"]
-            md.append(f"- {r['name']}: {_pct(s['estimate'])} % [{_pct(s['lo'])}, "
-                      f"{_pct(s['hi'])}]")
+            md.append(f"- {r['name']}: {share_text(s['estimate'])} % [{share_text(s['lo'])}, "
+                      f"{share_text(s['hi'])}]")
     if lrs:
         md += ["", "## Learning rates", "", "| cell | lr | rule | mean loss per grid lr |",
                "|---|---|---|---|"]
@@ -328,4 +328,5 @@ def _finite(x):
     return x
 
 
-__all__ = ["cell_values", "evaluate", "judge", "tables", "write_report"]
+__all__ = ["cell_values", "evaluate", "judge", "p_text", "reverse_reading", "share_text",
+           "tables", "write_report"]

@@ -12,6 +12,8 @@ Markers (``opt-180k/KIND/ARGS`` in the pages, filled by ``report.py --fill-readm
 - ``v2lr/CELL`` — the lr chosen for CELL on the selection seeds, or "selection under way";
 - ``v2/E`` — endpoint E's estimate, its interval (90 % for a one-sided test, as its one-sided
   95 % bound), p, Holm's p once the family is complete, and the seeds; "no claims run yet";
+- ``v2share/E`` — share endpoint E's share with Fieller's 95 % interval, "69 % [62, 75]"
+  (the report's, in percent), "no claims run yet";
 - ``v2vd/E`` — E's prediction: "holds" (the study's verdict establishes it; a two-sided
   difference adds the sign of a − b, "holds (> 0)"), "not established" (an equivalence
   adds its reverse reading, exploratory: "— beyond +m: 95 % [lo, hi], p = …" or
@@ -29,7 +31,7 @@ import re
 
 from .. import report as study_report
 from .. import runner, spec
-from ..report import p_text
+from ..report import p_text, share_text
 from .paths import EXPERIMENTS
 
 STUDY = EXPERIMENTS / "opt-180k" / "protocol-v2" / "study.toml"
@@ -101,6 +103,12 @@ def marker(kind: str, args: tuple[str, ...], path=STUDY) -> str:
     if args[0] not in rows:
         raise KeyError(f"protocol v2 has no endpoint {args[0]!r} ({', '.join(rows)})")
     row = rows[args[0]]
+    if kind == "v2share":
+        if "share" not in row:
+            raise KeyError(f"protocol v2's {args[0]} is not a share endpoint")
+        sh = row["share"]
+        return ("no claims run yet" if row.get("estimate") is None else
+                f"{share_text(sh['estimate'])} % [{share_text(sh['lo'])}, {share_text(sh['hi'])}]")
     return prediction_word(row) if kind == "v2vd" else endpoint_text(row)
 
 

@@ -187,7 +187,8 @@ def number(key: str) -> str:
     - ``paper/gap/O``, ``paper/rec/O`` — the paper's 360M gap and EF share (``PAPER_360M``);
       ``paper/gaprank/O`` where that gap ranks among the paper's ("smallest", …, "largest");
     - ``efc/…``, ``efcv/…`` — the EF-without-delay control (``ef_control_report.marker``);
-    - ``v2runs``, ``v2family``, ``v2sel``, ``v2lr/CELL``, ``v2/E``, ``v2vd/E`` — protocol v2's
+    - ``v2runs``, ``v2family``, ``v2sel``, ``v2lr/CELL``, ``v2/E``, ``v2vd/E``, ``v2share/E`` —
+      protocol v2's
       own runs, its ``asyncpp-study`` report (``protocol_v2_study.marker``).
     """
     if key.split(":")[0].split("/")[1:2] in (["pred"], ["predwhy"], ["pred3"], ["predwhy3"],
@@ -528,7 +529,7 @@ KINDS: dict[str, Callable[[Key], str]] = {
     "margin": _margin, "primary": _primary, "primaryvd": _primary, "recshare": _recshare,
     "claim": _claim, "papertab": _papertab,
     **dict.fromkeys(("efc", "efcv"), lambda k: ef_control_report.marker(k.kind, k.args)),
-    **dict.fromkeys(("v2runs", "v2family", "v2sel", "v2lr", "v2", "v2vd"),
+    **dict.fromkeys(("v2runs", "v2family", "v2sel", "v2lr", "v2", "v2vd", "v2share"),
                     lambda k: protocol_v2_study.marker(k.kind, k.args)),
 }
 
