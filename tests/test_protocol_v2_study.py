@@ -133,8 +133,40 @@ def test_a_failed_equivalence_is_read_the_other_way_as_exploratory(tmp_path, mar
         assert "- P2: beyond +0.02: 95 % [+0.084, +0.126], p = " in tables
 
 
+def test_the_exploratory_share_is_fiellers_on_the_cells_the_study_ran(tmp_path):
+    path = tmp_path / "study.toml"
+    path.write_text(STUDY.replace("[seeds]", """[cells.ef]
+"optimizer.name" = "adamw"
+"pipeline.schedule" = "2bw"
+"pipeline.simulate" = true
+"delay.correction" = "ef"
+[seeds]"""))
+    s = spec.load(path)
+    v2._state.cache_clear()
+    assert v2.marker("v2gapci", ("sync", "async"), path) == "no claims run yet"
+    for r in runner.selection_runs(s):
+        _write(s, r, abs(r.lr - 0.02) + 0.01 * r.seed)
+    gap = {0: 0.10, 1: 0.12, 2: 0.09, 3: 0.11}
+    ef = {0: 0.052, 1: 0.059, 2: 0.045, 3: 0.054}  # half of each gap, ± rounding-sized noise
+    for r in runner.claims_runs(s)[0]:
+        off = {"sync": 0.0, "async": gap[r.seed], "ef": ef[r.seed]}[r.cell]
+        _write(s, r, 3.0 + r.seed * 0.01 + off)
+    v2._state.cache_clear()
+    # gaps 0.10, 0.12, 0.09, 0.11: mean 0.105, 95 % t-interval [0.0845, 0.1255]
+    assert v2.marker("v2gapci", ("sync", "async"), path) == "+0.105 [+0.084, +0.126]"
+    got = v2.marker("v2recfi", ("sync", "async", "ef"), path)
+    assert got.startswith("50 % [") and got != "50 % [50, 50]"  # 0.21 of 0.42 recovered
+    lo, hi = (int(x) for x in got[6:-1].split(", "))
+    assert 30 < lo < 50 < hi < 70
+    # a gap whose interval holds 0 (here: none at all) gets no share
+    assert v2.marker("v2recfi", ("sync", "sync", "ef"), path) == "— (gap within noise)"
+    with pytest.raises(KeyError, match="3 of protocol v2's cells"):
+        v2.marker("v2recfi", ("sync", "nope", "ef"), path)
+
+
 def test_the_pages_protocol_v2_markers_are_registered():
     for key in ("opt-180k/v2runs", "opt-180k/v2family", "opt-180k/v2sel", "opt-180k/v2share/P3",
+                "opt-180k/v2recfi/muon-sync/muon-2bw/muon-ef",
                 "opt-180k/v2lr/muon-sync", "opt-180k/v2/P1", "opt-180k/v2vd/P5"):
         assert report_markers.number(key)
 
@@ -153,3 +185,11 @@ def test_a_report_mid_sweep_shows_the_chosen_lrs_and_pending_endpoints(tmp_path)
     assert "| P1: async − sync | difference | – |" in tables
     assert tables.count("pending (8 declared run(s) missing)") == 2
     assert "| sync | 0.04 | mean" in tables  # the learning rates chosen so far
+
+
+def test_the_glance_table_gives_protocol_v2_its_own_rows():
+    table = report_markers.glance_table(runs=(("opt-180k", "", "compute-optimal"),))
+    rows = [line for line in table.splitlines() if "v2gapci" in line]
+    assert len(rows) == 2 and "protocol v2" in rows[0]
+    assert "| Muon |" in rows[0] and "v2recfi/muon-sync/muon-2bw/muon-ef" in rows[0]
+    assert "| AdamW |" in rows[1] and "v2recfi/adamw-sync/adamw-2bw/adamw-ef" in rows[1]

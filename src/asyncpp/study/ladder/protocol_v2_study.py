@@ -14,6 +14,14 @@ Markers (``opt-180k/KIND/ARGS`` in the pages, filled by ``report.py --fill-readm
   95 % bound), p, Holm's p once the family is complete, and the seeds; "no claims run yet";
 - ``v2share/E`` — share endpoint E's share with Fieller's 95 % interval, "69 % [62, 75]"
   (the report's, in percent), "no claims run yet";
+- ``v2gapci/SYNC/ASYNC`` — the paired gap ASYNC − SYNC over the claims seeds both cells have,
+  with its 95 % t-interval ("+0.085 [+0.069, +0.101]"), as the ladder's ``gapci``; "no claims
+  run yet" below two common seeds;
+- ``v2recfi/SYNC/ASYNC/EF`` — the share of that gap EF recovers with Fieller's 95 % interval
+  on the seeds the three cells share ("87 % [68, 110]"), only where the gap's interval
+  excludes 0 ("— (gap within noise)" otherwise), as the ladder's ``recfi``. Both are
+  exploratory readings beside the declared endpoints (``stats.paired_t``,
+  ``stats.fieller_share``), not tests of their own;
 - ``v2vd/E`` — E's prediction: "holds" (the study's verdict establishes it; a two-sided
   difference adds the sign of a − b, "holds (> 0)"), "not established" (an equivalence
   adds its reverse reading, exploratory: "— beyond +m: 95 % [lo, hi], p = …" or
@@ -32,6 +40,7 @@ import re
 from .. import report as study_report
 from .. import runner, spec
 from ..report import p_text, share_text
+from ..stats import TooFewSeeds, fieller_share, paired_t
 from .paths import EXPERIMENTS
 
 STUDY = EXPERIMENTS / "opt-180k" / "protocol-v2" / "study.toml"
@@ -100,6 +109,21 @@ def marker(kind: str, args: tuple[str, ...], path=STUDY) -> str:
             raise KeyError(f"protocol v2 has no cell {args[0]!r}")
         ch = runner.chosen_lrs(s).get(args[0])
         return "selection under way" if ch is None else f"{ch['lr']:g}"
+    if kind in ("v2gapci", "v2recfi"):
+        want = 2 if kind == "v2gapci" else 3
+        if len(args) != want or any(c not in s.cells for c in args):
+            raise KeyError(f"{kind} takes {want} of protocol v2's cells, got {args}")
+        sync, late, *ef = ({k: r["value"] for k, r in cells[c].items()} for c in args)
+        try:
+            gap = paired_t(late, sync)
+        except TooFewSeeds:
+            return "no claims run yet"
+        if kind == "v2gapci":
+            return f"{gap.estimate:+.3f} [{gap.lo:+.3f}, {gap.hi:+.3f}]"
+        if gap.lo <= 0 <= gap.hi:
+            return "— (gap within noise)"
+        sh = fieller_share(late, ef[0], sync)
+        return f"{share_text(sh.estimate)} % [{share_text(sh.lo)}, {share_text(sh.hi)}]"
     if args[0] not in rows:
         raise KeyError(f"protocol v2 has no endpoint {args[0]!r} ({', '.join(rows)})")
     row = rows[args[0]]

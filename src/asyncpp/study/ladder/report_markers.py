@@ -187,8 +187,8 @@ def number(key: str) -> str:
     - ``paper/gap/O``, ``paper/rec/O`` — the paper's 360M gap and EF share (``PAPER_360M``);
       ``paper/gaprank/O`` where that gap ranks among the paper's ("smallest", …, "largest");
     - ``efc/…``, ``efcv/…`` — the EF-without-delay control (``ef_control_report.marker``);
-    - ``v2runs``, ``v2family``, ``v2sel``, ``v2lr/CELL``, ``v2/E``, ``v2vd/E``, ``v2share/E`` —
-      protocol v2's
+    - ``v2runs``, ``v2family``, ``v2sel``, ``v2lr/CELL``, ``v2/E``, ``v2vd/E``, ``v2share/E``,
+      ``v2gapci/S/A``, ``v2recfi/S/A/E`` — protocol v2's
       own runs, its ``asyncpp-study`` report (``protocol_v2_study.marker``).
     """
     if key.split(":")[0].split("/")[1:2] in (["pred"], ["predwhy"], ["pred3"], ["predwhy3"],
@@ -529,7 +529,8 @@ KINDS: dict[str, Callable[[Key], str]] = {
     "margin": _margin, "primary": _primary, "primaryvd": _primary, "recshare": _recshare,
     "claim": _claim, "papertab": _papertab,
     **dict.fromkeys(("efc", "efcv"), lambda k: ef_control_report.marker(k.kind, k.args)),
-    **dict.fromkeys(("v2runs", "v2family", "v2sel", "v2lr", "v2", "v2vd", "v2share"),
+    **dict.fromkeys(("v2runs", "v2family", "v2sel", "v2lr", "v2", "v2vd", "v2share",
+                     "v2gapci", "v2recfi"),
                     lambda k: protocol_v2_study.marker(k.kind, k.args)),
 }
 
@@ -586,6 +587,22 @@ GLANCE_RUNS = (("opt-180k", "", "compute-optimal"), ("opt-580k", "", "compute-op
                ("small", "", "short training"))
 
 
+def _glance_v2_rows(m) -> list[str]:
+    """The glance table's rows of protocol v2's own runs at ``opt-180k`` (the same model and
+    corpus; learning rates chosen on its selection seeds, its claims seeds), for each
+    optimizer whose three 20-token cells have run."""
+    rows = []
+    for o in ("muon", "adamw"):
+        c = [f"{o}-{x}" for x in ("sync", "2bw", "ef")]
+        if protocol_v2_study.marker("v2gapci", tuple(c[:2])).startswith("no "):
+            continue
+        head = ("`opt-180k`, protocol v2 (lr chosen on other seeds, 14 seeds)",
+                m(f"opt-180k/regime/{o}-sync")) if not rows else ("", "")
+        gap, share = m("opt-180k/v2gapci/" + "/".join(c[:2])), m("opt-180k/v2recfi/" + "/".join(c))
+        rows.append(f"| {head[0]} | {head[1]} | {LABEL[o]} | {gap} | {share} |")
+    return rows
+
+
 def glance_table(runs=GLANCE_RUNS) -> str:
     """The front page's table: per run and optimizer, the regime (parameters, tokens per
     parameter, epochs), the 2BW gap to synchronous training and EF's share of it, then the
@@ -613,6 +630,8 @@ def glance_table(runs=GLANCE_RUNS) -> str:
             head = (f"`{tier}`, {what}", m(f"{tier}/regime/{s_}")) if k == 0 else ("", "")
             lines.append(f"| {head[0]} | {head[1]} | {LABEL[o]} | "
                          f"{m(f'{tier}/gapci/{s_}/{a_}')} | {m(f'{tier}/recfi/{s_}/{a_}/{e_}')} |")
+        if tier == "opt-180k" and not suffix:
+            lines += _glance_v2_rows(m)
     for k, o in enumerate(GLANCE_OPTIMIZERS):
         head = ("the paper, 360M", "360M parameters, 20 tokens/parameter, < 1 epoch") \
             if k == 0 else ("", "")
