@@ -52,6 +52,7 @@ def test_markers_follow_the_study_from_selection_to_verdict(tmp_path):
     assert v2.marker("v2runs", (), path) == "0 of 8"
     assert v2.marker("v2sel", (), path) == "0 of 12"
     assert v2.marker("v2lr", ("sync",), path) == "selection under way"
+    assert v2.marker("v2grid", ("sync",), path) == "selection under way"
     assert v2.marker("v2", ("P1",), path) == "no claims run yet"
     assert v2.marker("v2family", (), path) == "pending (0 of 8 runs of the primaries made)"
     s = spec.load(path)
@@ -60,6 +61,8 @@ def test_markers_follow_the_study_from_selection_to_verdict(tmp_path):
     v2._state.cache_clear()
     assert v2.marker("v2sel", (), path) == "12 of 12"
     assert v2.marker("v2lr", ("sync",), path) == "0.02"
+    # |lr − 0.02| + 0.01·seed over seeds 7 and 8: 0.075 above the distance
+    assert v2.marker("v2grid", ("sync",), path) == "0.01: 0.085, 0.02: 0.075, 0.04: 0.095"
     claims, waiting = runner.claims_runs(s)
     assert not waiting and len(claims) == 8
     gap = {0: 0.10, 1: 0.12, 2: 0.09, 3: 0.11}
@@ -166,7 +169,7 @@ def test_the_exploratory_share_is_fiellers_on_the_cells_the_study_ran(tmp_path):
 
 def test_the_pages_protocol_v2_markers_are_registered():
     for key in ("opt-180k/v2runs", "opt-180k/v2family", "opt-180k/v2sel", "opt-180k/v2share/P3",
-                "opt-180k/v2recfi/muon-sync/muon-2bw/muon-ef",
+                "opt-180k/v2recfi/muon-sync/muon-2bw/muon-ef", "opt-180k/v2grid/muon-sync",
                 "opt-180k/v2lr/muon-sync", "opt-180k/v2/P1", "opt-180k/v2vd/P5"):
         assert report_markers.number(key)
 
@@ -193,3 +196,10 @@ def test_the_glance_table_gives_protocol_v2_its_own_rows():
     assert len(rows) == 2 and "protocol v2" in rows[0]
     assert "| Muon |" in rows[0] and "v2recfi/muon-sync/muon-2bw/muon-ef" in rows[0]
     assert "| AdamW |" in rows[1] and "v2recfi/adamw-sync/adamw-2bw/adamw-ef" in rows[1]
+
+
+def test_lrof_reads_the_lr_a_first_protocol_cell_ran_at():
+    # the first protocol chose synchronous Muon's lr on seed 0 (0.16), 2BW + EF's at 0.04
+    assert report_markers.number("opt-180k/lrof/muon-sync") == "0.16"
+    assert report_markers.number("opt-180k/lrof/muon-ef") == "0.04"
+    assert report_markers.number("opt-180k/lrof/no-such-cell") == "—"

@@ -10,6 +10,8 @@ Markers (``opt-180k/KIND/ARGS`` in the pages, filled by ``report.py --fill-readm
 - ``v2family`` — the primary family: "pending (N of M runs of the primaries made)" until
   every declared run of P1-P5's cells is on disk, then "judged (Holm over K)";
 - ``v2lr/CELL`` — the lr chosen for CELL on the selection seeds, or "selection under way";
+- ``v2grid/CELL`` — CELL's mean final loss per grid lr on the selection seeds ("0.02: 4.270,
+  0.04: 4.223, …"), what its lr was chosen from; "selection under way";
 - ``v2/E`` — endpoint E's estimate, its interval (90 % for a one-sided test, as its one-sided
   95 % bound), p, Holm's p once the family is complete, and the seeds; "no claims run yet";
 - ``v2share/E`` — share endpoint E's share with Fieller's 95 % interval, "69 % [62, 75]"
@@ -104,11 +106,15 @@ def marker(kind: str, args: tuple[str, ...], path=STUDY) -> str:
     if kind == "v2sel":
         runs = runner.selection_runs(s)
         return f"{sum(runner.done(r) for r in runs)} of {len(runs)}"
-    if kind == "v2lr":
+    if kind in ("v2lr", "v2grid"):
         if args[0] not in s.cells:
             raise KeyError(f"protocol v2 has no cell {args[0]!r}")
         ch = runner.chosen_lrs(s).get(args[0])
-        return "selection under way" if ch is None else f"{ch['lr']:g}"
+        if ch is None:
+            return "selection under way"
+        if kind == "v2grid":
+            return ", ".join(f"{float(lr):g}: {v:.3f}" for lr, v in ch["means"].items())
+        return f"{ch['lr']:g}"
     if kind in ("v2gapci", "v2recfi"):
         want = 2 if kind == "v2gapci" else 3
         if len(args) != want or any(c not in s.cells for c in args):

@@ -186,9 +186,10 @@ def number(key: str) -> str:
       (``claims.paper_columns``), optimizer O's column;
     - ``paper/gap/O``, ``paper/rec/O`` — the paper's 360M gap and EF share (``PAPER_360M``);
       ``paper/gaprank/O`` where that gap ranks among the paper's ("smallest", …, "largest");
+    - ``lrof/C`` — the optimizer lr cell C's results ran at;
     - ``efc/…``, ``efcv/…`` — the EF-without-delay control (``ef_control_report.marker``);
     - ``v2runs``, ``v2family``, ``v2sel``, ``v2lr/CELL``, ``v2/E``, ``v2vd/E``, ``v2share/E``,
-      ``v2gapci/S/A``, ``v2recfi/S/A/E`` — protocol v2's
+      ``v2gapci/S/A``, ``v2recfi/S/A/E``, ``v2grid/CELL`` — protocol v2's
       own runs, its ``asyncpp-study`` report (``protocol_v2_study.marker``).
     """
     if key.split(":")[0].split("/")[1:2] in (["pred"], ["predwhy"], ["pred3"], ["predwhy3"],
@@ -509,6 +510,14 @@ def _flatdrop(k: Key) -> str:
     return _mean_sd(drops, k.d(3), False, True)
 
 
+def _lrof(k: Key) -> str:
+    """The optimizer lr CELL's results ran at ("0.16"; several, comma-separated, if its seeds
+    differ)."""
+    lrs = sorted({r["config"]["optimizer"]["lr"] for r in k.R.get(k.args[0], {}).values()
+                  if r.get("config")})
+    return ", ".join(f"{x:g}" for x in lrs) or "—"
+
+
 # kind → its function (the kinds are documented in :func:`number`)
 KINDS: dict[str, Callable[[Key], str]] = {
     "count": _count, "repro": _repro, "cpuh": _cpuh, "n": _n,
@@ -523,14 +532,14 @@ KINDS: dict[str, Callable[[Key], str]] = {
     "pearson": _correlation, "spearman": _correlation, "sdrift": _sdrift, "sdriftmean": _sdrift,
     "h2f": _h2f, "h2gap": _h2gap, "h3f": _h3f,
     **dict.fromkeys(("zerogap", "zerogapsd", "zerogappd", "zerogapvd", "zerogapseeds"), _zerogap),
-    "flatdrop": _flatdrop,
+    "flatdrop": _flatdrop, "lrof": _lrof,
     **dict.fromkeys(("pred", "predwhy", "pred3", "predwhy3"), _pred),
     "prednew": _prednew, "prednewwhy": _prednew, "predtier": _predtier, "fieller": _fieller,
     "margin": _margin, "primary": _primary, "primaryvd": _primary, "recshare": _recshare,
     "claim": _claim, "papertab": _papertab,
     **dict.fromkeys(("efc", "efcv"), lambda k: ef_control_report.marker(k.kind, k.args)),
     **dict.fromkeys(("v2runs", "v2family", "v2sel", "v2lr", "v2", "v2vd", "v2share",
-                     "v2gapci", "v2recfi"),
+                     "v2gapci", "v2recfi", "v2grid"),
                     lambda k: protocol_v2_study.marker(k.kind, k.args)),
 }
 
