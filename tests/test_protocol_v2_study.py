@@ -143,10 +143,18 @@ def test_the_exploratory_share_is_fiellers_on_the_cells_the_study_ran(tmp_path):
 "pipeline.schedule" = "2bw"
 "pipeline.simulate" = true
 "delay.correction" = "ef"
-[seeds]"""))
+[seeds]""") + """[[endpoints]]
+name = "P3"
+test = "share"
+none = "async"
+corr = "ef"
+sync = "sync"
+s = 0.5
+""")
     s = spec.load(path)
     v2._state.cache_clear()
     assert v2.marker("v2gapci", ("sync", "async"), path) == "no claims run yet"
+    assert v2.marker("v2share", ("P3",), path) == "no claims run yet"
     for r in runner.selection_runs(s):
         _write(s, r, abs(r.lr - 0.02) + 0.01 * r.seed)
     gap = {0: 0.10, 1: 0.12, 2: 0.09, 3: 0.11}
@@ -161,6 +169,7 @@ def test_the_exploratory_share_is_fiellers_on_the_cells_the_study_ran(tmp_path):
     assert got.startswith("50 % [") and got != "50 % [50, 50]"  # 0.21 of 0.42 recovered
     lo, hi = (int(x) for x in got[6:-1].split(", "))
     assert 30 < lo < 50 < hi < 70
+    assert v2.marker("v2share", ("P3",), path) == got  # the report's share: the same Fieller
     # a gap whose interval holds 0 (here: none at all) gets no share
     assert v2.marker("v2recfi", ("sync", "sync", "ef"), path) == "— (gap within noise)"
     with pytest.raises(KeyError, match="3 of protocol v2's cells"):

@@ -134,11 +134,12 @@ def marker(kind: str, args: tuple[str, ...], path=STUDY) -> str:
         raise KeyError(f"protocol v2 has no endpoint {args[0]!r} ({', '.join(rows)})")
     row = rows[args[0]]
     if kind == "v2share":
-        if "share" not in row:
+        if row["test"] != "share":
             raise KeyError(f"protocol v2's {args[0]} is not a share endpoint")
+        if "share" not in row:
+            return "no claims run yet"
         sh = row["share"]
-        return ("no claims run yet" if row.get("estimate") is None else
-                f"{share_text(sh['estimate'])} % [{share_text(sh['lo'])}, {share_text(sh['hi'])}]")
+        return f"{share_text(sh['estimate'])} % [{share_text(sh['lo'])}, {share_text(sh['hi'])}]"
     return prediction_word(row) if kind == "v2vd" else endpoint_text(row)
 
 
