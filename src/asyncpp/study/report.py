@@ -224,6 +224,11 @@ def share_text(x) -> str:
     return "–" if x is None else f"{100 * x:.0f}".replace("-", "−")
 
 
+def share_interval_text(estimate, lo, hi) -> str:
+    """A share with its interval as every page prints it: "69 % [62, 75]"."""
+    return f"{share_text(estimate)} % [{share_text(lo)}, {share_text(hi)}]"
+
+
 def p_text(x) -> str:
     """A p-value as the report prints it (3 decimals, or 1.2e-04 below 0.001; – for none)."""
     return "–" if x is None else (f"{x:.3f}" if x >= 0.001 else f"{x:.1e}")
@@ -274,8 +279,7 @@ def tables(study: Study, cells: dict, lrs: dict, rows: list[dict],
         md += ["", "Shares with Fieller's 95 % interval:", ""]
         for r in shares:
             s = r["share"]
-            md.append(f"- {r['name']}: {share_text(s['estimate'])} % [{share_text(s['lo'])}, "
-                      f"{share_text(s['hi'])}]")
+            md.append(f"- {r['name']}: {share_interval_text(s['estimate'], s['lo'], s['hi'])}")
     if lrs:
         md += ["", "## Learning rates", "", "| cell | lr | rule | mean loss per grid lr |",
                "|---|---|---|---|"]
@@ -328,5 +332,6 @@ def _finite(x):
     return x
 
 
-__all__ = ["cell_values", "evaluate", "judge", "p_text", "reverse_reading", "share_text",
+__all__ = ["cell_values", "evaluate", "judge", "p_text", "reverse_reading", "share_interval_text",
+           "share_text",
            "tables", "write_report"]

@@ -41,7 +41,7 @@ import re
 
 from .. import report as study_report
 from .. import runner, spec
-from ..report import p_text, share_text
+from ..report import p_text, share_interval_text
 from ..stats import TooFewSeeds, fieller_share, paired_t
 from .paths import EXPERIMENTS
 
@@ -129,7 +129,7 @@ def marker(kind: str, args: tuple[str, ...], path=STUDY) -> str:
         if gap.lo <= 0 <= gap.hi:
             return "— (gap within noise)"
         sh = fieller_share(late, ef[0], sync)
-        return f"{share_text(sh.estimate)} % [{share_text(sh.lo)}, {share_text(sh.hi)}]"
+        return share_interval_text(sh.estimate, sh.lo, sh.hi)
     if args[0] not in rows:
         raise KeyError(f"protocol v2 has no endpoint {args[0]!r} ({', '.join(rows)})")
     row = rows[args[0]]
@@ -139,7 +139,7 @@ def marker(kind: str, args: tuple[str, ...], path=STUDY) -> str:
         if "share" not in row:
             return "no claims run yet"
         sh = row["share"]
-        return f"{share_text(sh['estimate'])} % [{share_text(sh['lo'])}, {share_text(sh['hi'])}]"
+        return share_interval_text(sh["estimate"], sh["lo"], sh["hi"])
     return prediction_word(row) if kind == "v2vd" else endpoint_text(row)
 
 
